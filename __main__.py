@@ -1,0 +1,13 @@
+"""hpc-cluster: storage, Slurm, k3s and LLM inference for a research department's GPU servers.
+
+Loads the validated stack config (``hpc:*``), composes the tiers, exports what users need.
+"""
+
+import pulumi
+
+from stacks import cluster, config
+
+settings, secrets = config.load()
+built = cluster.build(settings, secrets)
+
+pulumi.export("networkStorage", built.network_storage.apply(lambda ns: ns.model_dump()))

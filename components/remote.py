@@ -1,0 +1,104 @@
+"""Remote steps over SSH: turns a ``RemoteScript`` into a ``pulumi_command.remote.Command``.
+
+One helper for every tier, so every remote step has the same contract:
+
+* the script is the ``create`` command, its undo the ``delete`` command (``scripts.wrap``);
+* a file the step installs, or a secret it needs, goes through ``stdin`` - never a command line;
+  a step that receives a secret has its output logging switched off;
+* a change of the script or of the file is an *update*, which re-runs ``create``; the scripts
+  detect what differs and act only on that (restart only when a config file changed). No
+  ``triggers`` on content: a trigger forces a replacement, which would run the delete script
+  (stop the service) before the create.
+"""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_command import remote
+
+from components.scripts import RemoteScript, wrap
+
+
+class Ssh:
+    """How to reach one host. The private key is a secret Output.
+
+    A plain class, not a dataclass: component args (pydantic) check it by type only."""
+
+    __slots__ = ("address", "name", "port", "private_key", "user")
+
+    def __init__(
+        self, *, name: str, address: str, user: str, port: int, private_key: pulumi.Input[str]
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.user = user
+        self.port = port
+        self.private_key = private_key
+
+    def __repr__(self) -> str:
+        return f"Ssh({self.user}@{self.name}/{self.address}:{self.port})"
+
+    def connection(self) -> remote.ConnectionArgs:
+        return remote.ConnectionArgs(
+            host=self.address,
+            user=self.user,
+            port=self.port,
+            private_key=self.private_key,
+            dial_error_limit=10,
+            per_dial_timeout=15,
+        )
+
+
+def run(
+    resource_name: str,
+    ssh: Ssh,
+    step: RemoteScript,
+    *,
+    stdin: pulumi.Input[str] | None = None,
+    secret_stdin: bool = False,
+    opts: pulumi.ResourceOptions,
+) -> remote.Command:
+    """Register ``step`` as a remote command on ``ssh``'s host.
+
+    ``stdin`` defaults to the step's file content; pass ``secret_stdin=True`` when it carries a
+    secret (the value must already be a secret Output)."""
+    if step.host != ssh.name:
+        raise ValueError(f"step {step.step} is for host {step.host}, not {ssh.name}")
+    data = stdin if stdin is not None else step.file_content
+    return remote.Command(
+        resource_name,
+        connection=ssh.connection(),
+        create=wrap(step.create),
+        delete=wrap(step.delete) if step.delete else None,
+        stdin=data,
+        logging=remote.Logging.NONE if secret_stdin else None,
+        add_previous_output_in_env=False,
+        opts=opts,
+    )
+
+
+def run_output(
+    resource_name: str,
+    ssh: Ssh,
+    step: pulumi.Output[RemoteScript],
+    *,
+    opts: pulumi.ResourceOptions,
+) -> remote.Command:
+    """Like ``run`` for a step rendered from Outputs (it depends on what they came from)."""
+
+    def checked(s: RemoteScript) -> RemoteScript:
+        if s.host != ssh.name:
+            raise ValueError(f"step {s.step} is for host {s.host}, not {ssh.name}")
+        return s
+
+    step = step.apply(checked)
+    return remote.Command(
+        resource_name,
+        connection=ssh.connection(),
+        create=step.apply(lambda s: wrap(s.create)),
+        # Output.apply's stubs do not admit None results; None means "no delete / no stdin".
+        delete=step.apply(lambda s: wrap(s.delete) if s.delete else None),  # type: ignore[arg-type,return-value]
+        stdin=step.apply(lambda s: s.file_content),  # type: ignore[arg-type,return-value]
+        add_previous_output_in_env=False,
+        opts=opts,
+    )

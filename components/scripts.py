@@ -1,0 +1,102 @@
+"""Remote scripts as plain data: the pure half of every remote step.
+
+A ``RemoteScript`` is what one ``remote.Command`` runs on one host: a ``create`` script, its
+matching ``delete`` script, and optionally the content of one file it installs (sent on stdin).
+Scripts start with a header that the offline plan reads to file them per host::
+
+    #!/usr/bin/env bash
+    # hpc: step=rpi1-glusterd host=rpi1
+    # hpc: file=/etc/ganesha/ganesha.conf
+
+then ``set -euo pipefail``, the shared library (``shell/lib.sh``), the body, and ``hpc_done``,
+which prints ``hpc: result=changed`` or ``hpc: result=unchanged``: a second run of any script
+must print ``unchanged``. Renderers in the tiers build ``RemoteScript``s; ``components.remote``
+turns them into resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+HEREDOC_MARK = "HPC_SCRIPT_END"
+_LIB = Path(__file__).with_name("shell") / "lib.sh"
+
+
+@cache
+def shell_library() -> str:
+    return _LIB.read_text()
+
+
+def script(
+    host: str,
+    step: str,
+    body: str,
+    *,
+    file: str | None = None,
+    extra_headers: dict[str, str] | None = None,
+) -> str:
+    """A complete bash script: header, strict mode, library, ``body``, result line."""
+    head = ["#!/usr/bin/env bash", f"# hpc: step={step} host={host}"]
+    if file:
+        head.append(f"# hpc: file={file}")
+    if extra_headers:
+        head.append("# hpc: " + " ".join(f"{k}={v}" for k, v in sorted(extra_headers.items())))
+    return "\n".join(
+        [*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), "hpc_done", ""]
+    )
+
+
+@dataclass(frozen=True)
+class RemoteScript:
+    """One remote step: what to run on create, what undoes it, and the file it installs."""
+
+    step: str
+    host: str
+    create: str
+    delete: str | None = None
+    file_path: str | None = None
+    file_content: str | None = None
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256(self.create.encode())
+        h.update((self.delete or "").encode())
+        h.update((self.file_content or "").encode())
+        return h.hexdigest()
+
+
+def wrap(script_text: str) -> str:
+    """The command line that runs ``script_text`` with bash whatever the login shell is.
+
+    The script travels as a here-document on file descriptor 3, so standard input stays free for
+    the file or secret the step receives."""
+    if HEREDOC_MARK in script_text:
+        raise ValueError("script contains the here-document terminator")
+    return f"bash /dev/fd/3 3<<'{HEREDOC_MARK}'\n{script_text}{HEREDOC_MARK}\n"
+
+
+def unwrap(command: str) -> str:
+    """The script inside a ``wrap``ped command (the plan files scripts this way)."""
+    first, _, rest = command.partition("\n")
+    if not first.startswith("bash /dev/fd/3 3<<"):
+        return command
+    return rest.removesuffix(f"{HEREDOC_MARK}\n")
+
+
+def headers(script_text: str) -> dict[str, str]:
+    """The ``# hpc: key=value`` header fields of a script."""
+    out: dict[str, str] = {}
+    for line in script_text.splitlines()[:8]:
+        if line.startswith("# hpc: "):
+            for item in line[len("# hpc: ") :].split():
+                k, _, v = item.partition("=")
+                out[k] = v
+    return out
+
+
+def sh_quote(value: str) -> str:
+    """Single-quote a value for bash."""
+    return "'" + value.replace("'", "'\"'\"'") + "'"

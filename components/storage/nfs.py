@@ -1,0 +1,53 @@
+"""NfsGateway: NFS-Ganesha exporting the Gluster volume (FSAL_GLUSTER) from one storage host."""
+
+from __future__ import annotations
+
+import pulumi
+from pydantic import Field
+
+from components import remote
+from components.base import Args
+from components.remote import Ssh
+from components.storage import render
+from components.storage.contract import NetworkStorage
+
+
+class NfsGatewayArgs(Args):
+    ssh: Ssh = Field(description="Connection to the storage host that runs NFS-Ganesha.")
+    export: render.ExportSpec = Field(description="What to export, to whom.")
+    network_storage: pulumi.Output[NetworkStorage] = Field(
+        description="The volume's contract: the gateway starts once the volume is ready."
+    )
+
+
+class NfsGateway(pulumi.ComponentResource):
+    """NFS-Ganesha on one storage host.
+
+    Children: ``<name>-install`` (packages), ``<name>-config`` (ganesha.conf through stdin;
+    restarts the daemon only when the file changed)."""
+
+    config: pulumi.Resource
+    """The step that installs ganesha.conf and keeps NFS-Ganesha running."""
+
+    def __init__(self, name: str, args: NfsGatewayArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:storage:NfsGateway", name, None, opts)
+        host = args.ssh.name
+        versions = args.export.nfs_versions
+        install = remote.run(
+            f"{name}-install",
+            args.ssh,
+            render.ganesha_install(host, versions),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        conf = render.ganesha_conf(args.export, args.ssh.address)
+        step = render.ganesha_config(host, conf, versions)
+        # Ganesha must start after the volume and its owner options exist (data flow, not order).
+        stdin = args.network_storage.apply(lambda _: conf)
+        self.config = remote.run(
+            f"{name}-config",
+            args.ssh,
+            step,
+            stdin=stdin,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[install]),
+        )
+        self.register_outputs({"config": self.config.id})

@@ -1,0 +1,61 @@
+"""GlusterVolume: the trusted pool, the replicated volume and its options."""
+
+from __future__ import annotations
+
+import pulumi
+from pydantic import Field
+
+from components import remote
+from components.base import Args
+from components.remote import Ssh
+from components.storage import render
+from components.storage.contract import NetworkStorage
+
+
+class GlusterVolumeArgs(Args):
+    ssh: Ssh = Field(description="Connection to the first storage host, which runs the CLI.")
+    spec: render.VolumeSpec = Field(description="What the volume must look like.")
+    contract: NetworkStorage = Field(description="How consumers mount it once it is ready.")
+    protect: bool = Field(description="Protect the volume step from deletion.")
+
+
+class GlusterVolume(pulumi.ComponentResource):
+    """A replicated Gluster volume across the storage nodes.
+
+    Children: ``<name>-peers`` (peer probe), ``<name>-volume`` (create or verify, start; never
+    deletes data unless allowed), ``<name>-options`` (quorum, owner uid/gid, extras)."""
+
+    network_storage: pulumi.Output[NetworkStorage]
+    """The mount contract, resolved once the volume is started and its options applied."""
+
+    def __init__(self, name: str, args: GlusterVolumeArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:storage:GlusterVolume", name, None, opts)
+        first = args.ssh.name
+        others = [b.address for b in args.spec.bricks if b.host != first]
+        others = sorted(set(others), key=others.index)
+        peers = remote.run(
+            f"{name}-peers",
+            args.ssh,
+            render.peers(first, args.spec.name, others),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.volume = remote.run(
+            f"{name}-volume",
+            args.ssh,
+            render.volume(first, args.spec),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[peers],
+                protect=args.protect,
+                retain_on_delete=not args.spec.allow_destroy,
+            ),
+        )
+        self.options = remote.run(
+            f"{name}-options",
+            args.ssh,
+            render.options(first, args.spec.name, dict(args.spec.options)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.volume]),
+        )
+        contract = args.contract
+        self.network_storage = self.options.id.apply(lambda _: contract)
+        self.register_outputs({"networkStorage": self.network_storage.apply(lambda c: c.model_dump())})

