@@ -109,8 +109,9 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
             spec=spec,
             contract=storage_contract(cfg),
             protect=protect,
+            daemons=[n.glusterd for n in nodes.values()],
+            bricks=[n.brick for n in nodes.values()],
         ),
-        opts=pulumi.ResourceOptions(depends_on=[r for n in nodes.values() for r in (n.glusterd, n.brick)]),
     )
     cluster = Cluster(network_storage=volume.network_storage, storage_nodes=nodes)
     export = storage_render.ExportSpec(

@@ -102,6 +102,14 @@ hpc_dir() {
   fi
 }
 
+# hpc_mkdir PATH: create a directory (mode 0755, root) if missing; leave an existing one alone.
+hpc_mkdir() {
+  if [ ! -d "$1" ]; then
+    mkdir -p "$1"
+    hpc_changed "created $1"
+  fi
+}
+
 # hpc_wait SECONDS DESCRIPTION COMMAND...: poll COMMAND every second, fail after SECONDS.
 hpc_wait() {
   local limit=$1 what=$2 i

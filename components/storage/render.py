@@ -114,9 +114,12 @@ hpc_wait {GLUSTERD_READY_TIMEOUT_S} "glusterd to answer" gluster --mode=script p
 
 
 def brick(host: str, path: str, allow_destroy: bool) -> RemoteScript:
-    """Prepare the brick directory; its delete keeps the data unless destruction is allowed."""
+    """Prepare the brick directory; its delete keeps the data unless destruction is allowed.
+
+    Only creates the directory: once it is a brick, Gluster owns its mode and owner
+    (``storage.owner-uid/gid``)."""
     q = sh_quote(path)
-    create = script(host, f"{host}-brick", f"hpc_dir {q} 0755 0:0\n")
+    create = script(host, f"{host}-brick", f"hpc_mkdir {q}\n")
     if allow_destroy:
         body = f"""\
 if [ -d {q} ]; then
@@ -361,7 +364,7 @@ if [ "$have" != "$want" ]; then
   rm -f "$tmp"
   hpc_changed "fstab entry for {mount_point}"
 fi
-hpc_dir {mp} 0755 0:0
+hpc_mkdir {mp}
 if ! mountpoint -q {mp}; then
   timeout 60 mount {mp} || hpc_fail "mounting {mount_point} from {servers[0]}:/{volume} failed"
   hpc_changed "mounted {mount_point}"

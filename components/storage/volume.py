@@ -17,6 +17,8 @@ class GlusterVolumeArgs(Args):
     spec: render.VolumeSpec = Field(description="What the volume must look like.")
     contract: NetworkStorage = Field(description="How consumers mount it once it is ready.")
     protect: bool = Field(description="Protect the volume step from deletion.")
+    daemons: list[pulumi.Resource] = Field(description="Steps that leave glusterd running on each node.")
+    bricks: list[pulumi.Resource] = Field(description="Steps that prepare each node's brick directory.")
 
 
 class GlusterVolume(pulumi.ComponentResource):
@@ -37,7 +39,7 @@ class GlusterVolume(pulumi.ComponentResource):
             f"{name}-peers",
             args.ssh,
             render.peers(first, args.spec.name, others),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.daemons),
         )
         self.volume = remote.run(
             f"{name}-volume",
@@ -45,7 +47,7 @@ class GlusterVolume(pulumi.ComponentResource):
             render.volume(first, args.spec),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[peers],
+                depends_on=[peers, *args.bricks],
                 protect=args.protect,
                 retain_on_delete=not args.spec.allow_destroy,
             ),

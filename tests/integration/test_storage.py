@@ -1,0 +1,237 @@
+"""The storage tier on real daemons: the plan's own scripts, over real SSH, on three hosts.
+
+Three storage hosts (network + mount namespaces with sshd, glusterd, NFS-Ganesha) and two NFS
+clients: one inside the allowed network, one outside it. Tests run in file order on one lab."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from stacks import plan
+from tests.integration import lab as labmod
+from tests.integration.steps import Step, run_step, steps
+
+pytestmark = pytest.mark.integration
+
+NET = "10.77.0"
+STORAGE_COMPONENTS = (
+    "hpc:storage:StorageNode",
+    "hpc:storage:GlusterVolume",
+    "hpc:storage:NfsGateway",
+    "hpc:storage:ClientMount",
+)
+TOOLS = (
+    "glusterd",
+    "gluster",
+    "ganesha.nfsd",
+    "/usr/sbin/sshd",
+    "nfs-cp",
+    "nfs-cat",
+    "nfs-ls",
+    "ip",
+    "nsenter",
+)
+
+
+def stack(**storage):
+    """A stack whose storage hosts are the lab's namespaces (replaces every key of dev)."""
+    hosts = [
+        {
+            "name": f"gl{i}",
+            "address": f"{NET}.{11 + i - 1}",
+            "sshUser": "root",
+            "profile": "rpi4-8g",
+            "roles": ["storage", "slurm-head"] if i == 1 else ["storage"],
+        }
+        | ({"containerAddress": f"{NET}.241"} if i == 1 else {})
+        for i in (1, 2, 3)
+    ]
+    return {
+        "hpc:environment": "dev",
+        "hpc:network": {
+            "subnet": f"{NET}.0/24",
+            "gateway": f"{NET}.1",
+            "parentInterface": "eth0",
+            "containerRange": f"{NET}.240/28",
+        },
+        "hpc:hosts": hosts,
+        "hpc:storage": {
+            "volume": "gv0",
+            "brickPath": "/srv/bricks/gv0/brick",
+            "replica": 3,
+            "mountPoint": "/srv/gfsv",
+            "allowedClients": [f"{NET}.0/25"],
+            "nfsGrace": False,
+        }
+        | storage,
+        "hpc:slurm": {"clusterName": "itest"},
+        "hpc:k3s": {"version": "v1.31.4+k3s1"},
+        "hpc:inference": {"models": []},
+        "hpc:hfToken": None,
+    }
+
+
+def storage_steps(**storage) -> dict[str, Step]:
+    return {s.name: s for s in steps(plan.run("dev", stack(**storage)), STORAGE_COMPONENTS)}
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces")
+    if missing := labmod.missing_tools(*TOOLS):
+        pytest.skip(f"missing tools: {missing}")
+    lab = labmod.Lab(["gl1", "gl2", "gl3"], net=NET, clients={"cl": f"{NET}.2", "out": f"{NET}.200"})
+    try:
+        yield lab.up()
+    finally:
+        lab.down()
+
+
+@pytest.fixture(scope="module")
+def planned():
+    return storage_steps()
+
+
+def run_all(lab, planned: dict[str, Step]) -> dict[str, str]:
+    return {name: run_step(lab, s).stdout for name, s in planned.items()}
+
+
+def ganesha_pid(lab) -> str:
+    return lab.ssh("gl1", "cat /run/ganesha.pid").stdout.strip()
+
+
+def test_plan_orders_the_storage_steps(planned):
+    order = list(planned)
+    assert order.index("gv0-peers") > max(order.index(f"gl{i}-glusterd") for i in (1, 2, 3))
+    assert order.index("gv0-volume") > max(order.index(f"gl{i}-brick") for i in (1, 2, 3))
+    assert order.index("gl1-nfs-config") > order.index("gv0-options")
+    assert all(order.index(f"gl{i}-mount-fstab") > order.index("gv0-options") for i in (1, 2, 3))
+
+
+def test_first_run_builds_a_started_replica_3_volume(lab, planned):
+    outputs = run_all(lab, planned)
+    assert "hpc: changed: created volume gv0 (replica 3)" in outputs["gv0-volume"]
+    info = lab.ssh("gl2", "gluster volume info gv0").stdout
+    assert "Status: Started" in info and "Type: Replicate" in info
+    assert "Number of Bricks: 1 x 3 = 3" in info
+    bricks = [
+        line.split(": ", 1)[1] for line in info.splitlines() if line.startswith("Brick") and ": " in line
+    ]
+    assert bricks == [f"{NET}.{11 + i}:/srv/bricks/gv0/brick" for i in range(3)]
+    status = lab.ssh("gl3", "gluster volume status gv0 detail").stdout
+    assert status.count("Online               : Y") == 3
+    opts = lab.ssh("gl1", "gluster volume get gv0 all").stdout
+    assert "cluster.server-quorum-type               server" in opts
+    for h in ("gl1", "gl2", "gl3"):
+        assert (
+            lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/munge").stdout.strip()
+            == "700 991:991"
+        )
+        assert "backup-volfile-servers=10.77.0.12:10.77.0.13" in lab.ssh(h, "cat /etc/fstab").stdout
+
+
+def test_second_run_changes_nothing(lab, planned):
+    pid = ganesha_pid(lab)
+    for name, out in run_all(lab, planned).items():
+        assert out.rstrip().endswith("hpc: result=unchanged"), f"{name}:\n{out}"
+    assert ganesha_pid(lab) == pid
+    assert lab.ssh("gl1", "grep -c /srv/gfsv /etc/fstab").stdout.strip() == "1"
+
+
+def test_nfs_write_from_allowed_client_is_readable_on_another_host(lab):
+    url = f"nfs://{NET}.11/gv/hello.txt?version=4&uid=1000&gid=1000"
+    src = lab.dir / "hello.txt"
+    src.write_text("written through NFS-Ganesha\n")
+    proc = lab.in_client("cl", ["nfs-cp", str(src), url])
+    assert proc.returncode == 0, proc.stderr
+    assert lab.ssh("gl2", "cat /srv/gfsv/hello.txt").stdout == "written through NFS-Ganesha\n"
+    for h in ("gl1", "gl2", "gl3"):  # replicated to every brick, owned by the client's uid
+        assert lab.ssh(h, "stat -c %u /srv/bricks/gv0/brick/hello.txt").stdout.strip() == "1000"
+
+
+def test_root_is_squashed(lab):
+    src = lab.dir / "root.txt"
+    src.write_text("root\n")
+    proc = lab.in_client("cl", ["nfs-cp", str(src), f"nfs://{NET}.11/gv/root.txt?version=4"])
+    assert proc.returncode != 0
+    assert lab.ssh("gl1", "test ! -e /srv/gfsv/root.txt", check=False).returncode == 0
+
+
+def test_client_outside_allowed_network_is_refused(lab):
+    inside = lab.in_client("cl", ["nfs-ls", f"nfs://{NET}.11/gv/?version=4"])
+    assert inside.returncode == 0 and "hello.txt" in inside.stdout
+    outside = lab.in_client("out", ["nfs-ls", f"nfs://{NET}.11/gv/?version=4"])
+    assert outside.returncode != 0
+    assert "hello.txt" not in outside.stdout
+
+
+def test_ganesha_restarts_only_when_its_config_changes(lab, planned):
+    pid = ganesha_pid(lab)
+    changed = storage_steps(allowedClients=[f"{NET}.0/25", "10.78.0.0/24"])
+    assert changed["gl1-nfs-config"].stdin != planned["gl1-nfs-config"].stdin
+    out = run_step(lab, changed["gl1-nfs-config"]).stdout
+    assert "hpc: changed: restarted nfs-ganesha" in out
+    assert ganesha_pid(lab) != pid
+    assert "10.78.0.0/24" in lab.ssh("gl1", "cat /etc/ganesha/ganesha.conf").stdout
+    again = run_step(lab, changed["gl1-nfs-config"]).stdout
+    assert again.rstrip().endswith("hpc: result=unchanged")
+
+
+def test_existing_volume_with_other_bricks_fails_loudly_and_is_untouched(lab):
+    before = lab.ssh("gl1", "gluster volume info gv0").stdout
+    other = storage_steps(brickPath="/srv/bricks/other/brick")
+    proc = run_step(lab, other["gv0-volume"], check=False)
+    assert proc.returncode != 0
+    assert "refusing to change it" in proc.stderr
+    assert f"{NET}.11:/srv/bricks/gv0/brick" in proc.stderr  # says what exists
+    assert lab.ssh("gl1", "gluster volume info gv0").stdout == before
+
+
+def test_stopped_storage_host_gives_a_clear_error_quickly(lab):
+    steps_gv1 = storage_steps(volume="gv1", brickPath="/srv/bricks/gv1/brick")
+    for i in (1, 2, 3):
+        run_step(lab, steps_gv1[f"gl{i}-brick"])
+    lab.ssh("gl3", "systemctl stop glusterd")
+    try:
+        started = time.monotonic()
+        proc = run_step(lab, steps_gv1["gv1-volume"], check=False)
+        elapsed = time.monotonic() - started
+        assert proc.returncode != 0
+        assert "gluster volume create gv1 failed (are all storage peers connected?)" in proc.stderr
+        assert elapsed < 90, f"took {elapsed:.0f}s"
+        assert lab.ssh("gl1", "gluster volume info gv1", check=False).returncode != 0
+    finally:
+        out = run_step(lab, storage_steps()["gl3-glusterd"]).stdout
+        assert "hpc: changed: started glusterd" in out
+        run_step(lab, storage_steps()["gv0-peers"])  # waits until the pool is connected again
+
+
+def test_delete_scripts_undo_create_but_keep_the_data(lab, planned):
+    for step in reversed(list(planned.values())):
+        run_step(lab, step, delete=True)
+    for h in ("gl1", "gl2", "gl3"):
+        assert lab.ssh(h, "mountpoint -q /srv/gfsv", check=False).returncode != 0
+        assert "/srv/gfsv" not in lab.ssh(h, "cat /etc/fstab").stdout
+        assert lab.ssh(h, "systemctl is-active glusterd", check=False).returncode != 0
+        assert lab.ssh(h, "cat /srv/bricks/gv0/brick/hello.txt").stdout == "written through NFS-Ganesha\n"
+    assert lab.ssh("gl1", "systemctl is-active nfs-ganesha", check=False).returncode != 0
+    assert lab.ssh("gl1", "test -e /etc/ganesha/ganesha.conf", check=False).returncode != 0
+    # The volume definition survives too: bring glusterd back and it is still there.
+    for i in (1, 2, 3):
+        run_step(lab, planned[f"gl{i}-glusterd"])
+    assert "Volume Name: gv0" in lab.ssh("gl1", "gluster volume info gv0").stdout
+
+
+def test_delete_with_destruction_allowed_removes_volume_and_bricks(lab):
+    allowed = storage_steps(allowDestroy=True)
+    run_step(lab, allowed["gv0-peers"])
+    out = run_step(lab, allowed["gv0-volume"], delete=True).stdout
+    assert "hpc: changed: deleted volume gv0" in out
+    assert lab.ssh("gl1", "gluster volume info gv0", check=False).returncode != 0
+    for i in (1, 2, 3):
+        run_step(lab, allowed[f"gl{i}-brick"], delete=True)
+        assert lab.ssh(f"gl{i}", "test -e /srv/bricks/gv0/brick", check=False).returncode != 0
