@@ -246,3 +246,11 @@ def test_pulumi_yaml_declares_every_config_key():
     for key, decl in declared.items():
         assert decl["description"].strip(), key
     assert all(declared[f"hpc:{k}"].get("secret") for k in ("sshPrivateKey", "hfToken"))
+
+
+def test_readme_config_reference_covers_every_key():
+    readme = (plan.ROOT / "README.md").read_text()
+    from stacks.config import config_keys
+
+    for key in config_keys():
+        assert f"`{key}" in readme, key

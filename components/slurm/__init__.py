@@ -1,0 +1,1 @@
+"""Slurm tier: configless slurmctld/slurmdbd on the head and slurmd on GPU workers."""

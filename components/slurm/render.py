@@ -1,0 +1,185 @@
+"""Pure renderers for the Slurm tier: slurm.conf, gres.conf, cgroup.conf, slurmdbd.conf.
+
+Every figure comes from the hardware profiles (CPUs, sockets, cores, threads, RealMemory after the
+OS reserve, GPUs) and the stack's Slurm section. Slurm is configless: these files live on the head
+only (``SlurmctldParameters=enable_configless``); workers start ``slurmd --conf-server <head>``
+and fetch slurm.conf, gres.conf and cgroup.conf from the controller. Paths are those inside the
+containers (``images/``); the accounting database password is a placeholder that the head's
+secret step substitutes on the host (``DB_PASSWORD_PLACEHOLDER``), never part of the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DB_PASSWORD_PLACEHOLDER = "@@SLURM_DB_PASSWORD@@"
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURMDBD_PORT = 6819
+MARIADB_PORT = 3306
+STATE_DIR = "/var/spool/slurmctld"
+SPOOL_DIR = "/var/spool/slurmd"
+LOG_DIR = "/var/log/slurm"
+ACCOUNTING_DB = "slurm_acct_db"
+DB_USER = "slurm"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One slurmd node, as Slurm must describe it."""
+
+    name: str
+    address: str
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory_mib: int
+    gres_type: str
+    gpus: int
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+    @property
+    def line(self) -> str:
+        return (
+            f"NodeName={self.name} NodeAddr={self.address} CPUs={self.cpus} Boards=1 "
+            f"SocketsPerBoard={self.sockets} CoresPerSocket={self.cores_per_socket} "
+            f"ThreadsPerCore={self.threads_per_core} RealMemory={self.real_memory_mib} "
+            f"Gres=gpu:{self.gres_type}:{self.gpus} State=UNKNOWN"
+        )
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    name: str
+    nodes: tuple[str, ...]
+    default: bool
+    max_time: str
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Everything slurm.conf says."""
+
+    cluster_name: str
+    head_name: str
+    head_address: str
+    nodes: tuple[NodeSpec, ...]
+    partitions: tuple[PartitionSpec, ...]
+    cgroup: bool
+
+    @property
+    def gres_types(self) -> tuple[str, ...]:
+        return tuple(sorted({n.gres_type for n in self.nodes}))
+
+    @property
+    def def_mem_per_cpu(self) -> int:
+        """A job that asks for no memory gets its CPUs' share of the smallest node."""
+        if not self.nodes:
+            return 1024
+        return min(n.real_memory_mib // n.cpus for n in self.nodes)
+
+
+def _hostlist(names: tuple[str, ...]) -> str:
+    return ",".join(names)
+
+
+def slurm_conf(spec: ClusterSpec) -> str:
+    if spec.cgroup:
+        plugins = (
+            "ProctrackType=proctrack/cgroup\n"
+            "TaskPlugin=task/cgroup,task/affinity\n"
+            "JobAcctGatherType=jobacct_gather/cgroup"
+        )
+    else:
+        plugins = (
+            "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\nJobAcctGatherType=jobacct_gather/linux"
+        )
+    tres = ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in spec.gres_types)])
+    nodes = "\n".join(n.line for n in spec.nodes)
+    parts = "\n".join(
+        f"PartitionName={p.name} Nodes={_hostlist(p.nodes)} Default={'YES' if p.default else 'NO'} "
+        f"MaxTime={p.max_time} State=UP"
+        for p in spec.partitions
+        if p.nodes
+    )
+    return f"""\
+# Managed by hpc-cluster (Pulumi): local edits are overwritten.
+# Configless: slurmd on the workers fetches this file from slurmctld.
+ClusterName={spec.cluster_name}
+SlurmctldHost={spec.head_name}({spec.head_address})
+SlurmctldParameters=enable_configless
+SlurmctldPort={SLURMCTLD_PORT}
+SlurmdPort={SLURMD_PORT}
+SlurmUser=slurm
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation={STATE_DIR}
+SlurmdSpoolDir={SPOOL_DIR}
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile={LOG_DIR}/slurmctld.log
+SlurmdLogFile={LOG_DIR}/slurmd.log
+MailProg=/bin/true
+MpiDefault=none
+ReturnToService=2
+{plugins}
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU={spec.def_mem_per_cpu}
+GresTypes=gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost={spec.head_name}
+AccountingStoragePort={SLURMDBD_PORT}
+AccountingStorageTRES={tres}
+{nodes}
+{parts}
+"""
+
+
+def gres_conf(nodes: tuple[NodeSpec, ...]) -> str:
+    """gres.conf for every node (served to the workers in configless mode)."""
+    lines = [
+        "# Managed by hpc-cluster (Pulumi): local edits are overwritten.",
+        "# Debian's Slurm has no NVML plugin: GPUs are listed, not detected.",
+        "AutoDetect=off",
+    ]
+    for n in nodes:
+        files = f"/dev/nvidia[0-{n.gpus - 1}]" if n.gpus > 1 else "/dev/nvidia0"
+        lines.append(f"NodeName={n.name} Name=gpu Type={n.gres_type} File={files}")
+    return "\n".join(lines) + "\n"
+
+
+def cgroup_conf(enforce: bool) -> str:
+    yes = "yes" if enforce else "no"
+    return f"""\
+# Managed by hpc-cluster (Pulumi): local edits are overwritten.
+CgroupPlugin=autodetect
+ConstrainCores={yes}
+ConstrainRAMSpace={yes}
+ConstrainSwapSpace={yes}
+ConstrainDevices={yes}
+"""
+
+
+def slurmdbd_conf(head_name: str) -> str:
+    """slurmdbd.conf with the DB password as a placeholder the host substitutes."""
+    return f"""\
+# Managed by hpc-cluster (Pulumi): local edits are overwritten.
+AuthType=auth/munge
+DbdHost={head_name}
+DbdPort={SLURMDBD_PORT}
+SlurmUser=slurm
+LogFile={LOG_DIR}/slurmdbd.log
+PidFile=/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={MARIADB_PORT}
+StorageUser={DB_USER}
+StoragePass={DB_PASSWORD_PLACEHOLDER}
+StorageLoc={ACCOUNTING_DB}
+"""
