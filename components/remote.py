@@ -49,6 +49,34 @@ class Ssh:
         )
 
 
+def _checked(ssh: Ssh, step: RemoteScript) -> RemoteScript:
+    if step.host != ssh.name:
+        raise ValueError(f"step {step.step} is for host {step.host}, not {ssh.name}")
+    return step
+
+
+def _command(
+    resource_name: str,
+    ssh: Ssh,
+    *,
+    create: pulumi.Input[str],
+    delete: pulumi.Input[str] | None,
+    stdin: pulumi.Input[str] | None,
+    secret_stdin: bool,
+    opts: pulumi.ResourceOptions,
+) -> remote.Command:
+    return remote.Command(
+        resource_name,
+        connection=ssh.connection(),
+        create=create,
+        delete=delete,
+        stdin=stdin,
+        logging=remote.Logging.NONE if secret_stdin else None,
+        add_previous_output_in_env=False,
+        opts=opts,
+    )
+
+
 def run(
     resource_name: str,
     ssh: Ssh,
@@ -62,17 +90,14 @@ def run(
 
     ``stdin`` defaults to the step's file content; pass ``secret_stdin=True`` when it carries a
     secret (the value must already be a secret Output)."""
-    if step.host != ssh.name:
-        raise ValueError(f"step {step.step} is for host {step.host}, not {ssh.name}")
-    data = stdin if stdin is not None else step.file_content
-    return remote.Command(
+    step = _checked(ssh, step)
+    return _command(
         resource_name,
-        connection=ssh.connection(),
+        ssh,
         create=wrap(step.create),
         delete=wrap(step.delete) if step.delete else None,
-        stdin=data,
-        logging=remote.Logging.NONE if secret_stdin else None,
-        add_previous_output_in_env=False,
+        stdin=stdin if stdin is not None else step.file_content,
+        secret_stdin=secret_stdin,
         opts=opts,
     )
 
@@ -85,20 +110,14 @@ def run_output(
     opts: pulumi.ResourceOptions,
 ) -> remote.Command:
     """Like ``run`` for a step rendered from Outputs (it depends on what they came from)."""
-
-    def checked(s: RemoteScript) -> RemoteScript:
-        if s.host != ssh.name:
-            raise ValueError(f"step {s.step} is for host {s.host}, not {ssh.name}")
-        return s
-
-    step = step.apply(checked)
-    return remote.Command(
+    step = step.apply(lambda s: _checked(ssh, s))
+    return _command(
         resource_name,
-        connection=ssh.connection(),
+        ssh,
         create=step.apply(lambda s: wrap(s.create)),
         # Output.apply's stubs do not admit None results; None means "no delete / no stdin".
         delete=step.apply(lambda s: wrap(s.delete) if s.delete else None),  # type: ignore[arg-type,return-value]
         stdin=step.apply(lambda s: s.file_content),  # type: ignore[arg-type,return-value]
-        add_previous_output_in_env=False,
+        secret_stdin=False,
         opts=opts,
     )

@@ -16,7 +16,6 @@ turns them into resources.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -59,13 +58,6 @@ class RemoteScript:
     delete: str | None = None
     file_path: str | None = None
     file_content: str | None = None
-
-    @property
-    def digest(self) -> str:
-        h = hashlib.sha256(self.create.encode())
-        h.update((self.delete or "").encode())
-        h.update((self.file_content or "").encode())
-        return h.hexdigest()
 
 
 def wrap(script_text: str) -> str:

@@ -58,10 +58,11 @@ def stand_in_secret(key: str) -> str:
     return f"{MOCK_SECRET_PREFIX}-{_digest('config', key, n=24)}"
 
 
-def _plain(v: Any) -> Any:
+def plain(v: Any) -> Any:
+    """A recorded value without its secret marker (for reading, never for writing out)."""
     from pulumi.runtime import rpc
 
-    return _plain(v["value"]) if rpc.is_rpc_secret(v) else v
+    return plain(v["value"]) if rpc.is_rpc_secret(v) else v
 
 
 def mock_kubeconfig(server: str) -> str:
@@ -85,32 +86,32 @@ class PlanMocks(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         rid = f"{name}-{_digest(t, name, n=8)}" if args.custom else ""
         if t == "random:index/randomPassword:RandomPassword":
-            length = int(_plain(state.get("length", 16)))
+            length = int(plain(state.get("length", 16)))
             body = (_digest("password", name) * 4)[: max(0, length - len(MOCK_SECRET_PREFIX))]
             state["result"] = (MOCK_SECRET_PREFIX + body)[:length]
             state["bcryptHash"] = f"$2a$10${MOCK_SECRET_PREFIX}{_digest('bcrypt', name, n=40)}"
         elif t == "random:index/randomBytes:RandomBytes":
-            length = int(_plain(state.get("length", 32)))
+            length = int(plain(state.get("length", 32)))
             raw = (MOCK_SECRET_PREFIX.encode() + bytes.fromhex(_digest("bytes", name) * 64))[:length]
             state["base64"] = base64.b64encode(raw).decode()
             state["hex"] = raw.hex()
         elif t == "command:remote:Command":
-            headers = scripts.headers(scripts.unwrap(str(_plain(state.get("create", "")))))
+            headers = scripts.headers(scripts.unwrap(str(plain(state.get("create", "")))))
             stdout = ""
             if headers.get("mock-stdout") == "kubeconfig":
-                conn = _plain(state.get("connection")) or {}
+                conn = plain(state.get("connection")) or {}
                 stdout = mock_kubeconfig(str(conn.get("host", "127.0.0.1")))
             state["stdout"] = stdout
             state["stderr"] = ""
         elif t == "docker:index/image:Image":
-            image = str(_plain(state.get("imageName", "")))
+            image = str(plain(state.get("imageName", "")))
             repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
             state["repoDigest"] = f"{repo}@sha256:{_digest('image', image)}"
             state["imageId"] = f"sha256:{_digest('id', image)}"
             state["baseImageName"] = image
         elif t.startswith("kubernetes:") and not t.startswith("kubernetes:yaml"):
             kind = t.rsplit(":", 1)[-1]
-            md = dict(_plain(state.get("metadata")) or {})
+            md = dict(plain(state.get("metadata")) or {})
             md.setdefault("name", f"{name}-{_digest('k8s', name, n=8)}")
             if kind not in CLUSTER_SCOPED_KINDS:
                 md.setdefault("namespace", "default")

@@ -43,7 +43,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components import scripts
 from stacks.config import ConfigError
-from stacks.mocks import PlanMocks, stand_in_secret
+from stacks.mocks import PlanMocks, plain, stand_in_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_MARK = "[secret]"
@@ -361,23 +361,19 @@ def plan_document(result: PlanRun) -> dict[str, Any]:
 
 
 # ---- rendered artifacts ------------------------------------------------------------------------
-def _plain(v: Any) -> Any:
-    return _plain(v["value"]) if rpc.is_rpc_secret(v) else v
-
-
 def artifacts(result: PlanRun, program_dir: Path = ROOT) -> dict[str, str]:
     """Relative path under files/ -> content, for every artifact the plan shows reviewers."""
     files: dict[str, str] = {}
     for r in result.resources:
         if r.type == "command:remote:Command":
-            create = _plain(r.inputs.get("create"))
+            create = plain(r.inputs.get("create"))
             if not isinstance(create, str):
                 continue
             body = scripts.unwrap(create)
             head = scripts.headers(body)
             host = head.get("host", "unknown-host")
             files[f"hosts/{host}/steps/{r.name}.sh"] = body
-            delete = _plain(r.inputs.get("delete"))
+            delete = plain(r.inputs.get("delete"))
             if isinstance(delete, str):
                 files[f"hosts/{host}/steps/{r.name}.delete.sh"] = scripts.unwrap(delete)
             stdin = r.inputs.get("stdin")

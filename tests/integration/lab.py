@@ -183,7 +183,7 @@ class Lab:
         for i, name in enumerate(self.names):
             self._start_host(i, name)
         for name in self.names:
-            self._wait(lambda n=name: self.ssh(n, "true", check=False).returncode == 0, f"ssh to {name}")
+            wait_until(lambda n=name: self.ssh(n, "true", check=False).returncode == 0, f"ssh to {name}")
         return self
 
     def _start_host(self, i: int, name: str) -> None:
@@ -229,7 +229,7 @@ class Lab:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        self._wait(
+        wait_until(
             lambda: (h / "holder.pid").exists() and (h / "holder.pid").read_text().strip() != "",
             f"{name} holder",
         )
@@ -342,14 +342,18 @@ class Lab:
     def _ip(self, *args: str) -> None:
         subprocess.run(["ip", *args], check=True, capture_output=True)
 
-    @staticmethod
-    def _wait(pred, what: str, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+def wait_until(pred, what: str, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``pred`` until true; a failing probe (OSError, a timed-out command) counts as false."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
             if pred():
                 return
-            time.sleep(0.1)
-        raise TimeoutError(f"timed out waiting for {what}")
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def _kill(pid: int, sig: int) -> None:

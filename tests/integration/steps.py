@@ -6,13 +6,8 @@ import subprocess
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
 
-from pulumi.runtime import rpc
-
+from stacks.mocks import plain
 from stacks.plan import PlanRun, Record
-
-
-def _plain(v):  # type: ignore[no-untyped-def]
-    return _plain(v["value"]) if rpc.is_rpc_secret(v) else v
 
 
 @dataclass(frozen=True)
@@ -37,14 +32,14 @@ def steps(result: PlanRun, parents: tuple[str, ...]) -> list[Step]:
     out = []
     for urn in TopologicalSorter(graph).static_order():
         r = chosen[urn]
-        conn = _plain(r.inputs["connection"])
+        conn = plain(r.inputs["connection"])
         out.append(
             Step(
                 r.name,
                 conn["host"],
-                _plain(r.inputs["create"]),
-                _plain(r.inputs.get("delete")),
-                _plain(r.inputs.get("stdin")),
+                plain(r.inputs["create"]),
+                plain(r.inputs.get("delete")),
+                plain(r.inputs.get("stdin")),
                 tuple(by_urn[d].name for d in graph[urn]),
             )
         )

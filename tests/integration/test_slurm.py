@@ -19,7 +19,6 @@ import os
 import re
 import secrets
 import subprocess
-import time
 
 import pytest
 
@@ -43,7 +42,7 @@ mknod -m 666 /dev/nvidiactl c 195 255
 """
 
 
-def test_stack(workers: int = 2) -> cfgmod.ClusterConfig:
+def slurm_stack(workers: int = 2) -> cfgmod.ClusterConfig:
     hosts = [
         {
             "name": "head",
@@ -193,11 +192,12 @@ class SlurmLab:
                 "--innodb-buffer-pool-size=128M",
             ],
         )
-        self.wait(
+        labmod.wait_until(
             lambda: (
                 self.head(["mariadb-admin", "--no-defaults", f"--socket={d}/db/sock", "ping"]).returncode == 0
             ),
             "mariadb",
+            timeout=60,
         )
         sql = (
             f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{self.password}';"
@@ -205,13 +205,14 @@ class SlurmLab:
         )
         assert self.head(["mariadb", "--no-defaults", f"--socket={d}/db/sock", "-e", sql]).returncode == 0
         self.start("head", "slurmdbd", ["slurmdbd", "-D"])
-        self.wait(
+        labmod.wait_until(
             lambda: (
                 "slurmdbd version" in (d / "log" / "slurmdbd.log").read_text()
                 if (d / "log" / "slurmdbd.log").exists()
                 else False
             ),
             "slurmdbd",
+            timeout=60,
         )
         self.start("head", "slurmctld", ["slurmctld", "-D", "-i"])
         for n in self.spec.nodes:
@@ -237,18 +238,6 @@ class SlurmLab:
         out = self.head(["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"], timeout=30)
         return set(out.stdout.split()) if out.returncode == 0 else set()
 
-    @staticmethod
-    def wait(pred, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if pred():
-                    return
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            time.sleep(0.3)
-        raise TimeoutError(f"timed out waiting for {what}")
-
 
 @pytest.fixture(scope="module")
 def slurm():
@@ -256,13 +245,13 @@ def slurm():
         pytest.skip("needs root for network namespaces")
     if missing := labmod.missing_tools(*TOOLS):
         pytest.skip(f"missing tools: {missing}")
-    spec = slurm_spec.cluster_spec(test_stack())
+    spec = slurm_spec.cluster_spec(slurm_stack())
     lab = labmod.Lab(["head", "w1", "w2"], net=NET)
     try:
         lab.up()
         s = SlurmLab(lab, spec)
         s.up()
-        s.wait(lambda: s.idle() == {"w1", "w2"}, "both nodes idle", timeout=90)
+        labmod.wait_until(lambda: s.idle() == {"w1", "w2"}, "both nodes idle", timeout=90)
         yield s
     finally:
         lab.down()
@@ -313,7 +302,9 @@ def test_sbatch_output_and_sacct_gpu_tres(slurm):
     job = sub.stdout.strip()
     out = slurm.d / "jobs" / f"slurm-{job}.out"
     try:
-        slurm.wait(lambda: out.exists() and "job-ran-on" in out.read_text(), "batch output", timeout=60)
+        labmod.wait_until(
+            lambda: out.exists() and "job-ran-on" in out.read_text(), "batch output", timeout=60
+        )
     except TimeoutError:
         raise AssertionError(slurm.head(["scontrol", "show", "job", job]).stdout) from None
     assert re.match(r"job-ran-on w[12] gpus=0$", out.read_text().strip())
@@ -322,4 +313,4 @@ def test_sbatch_output_and_sacct_gpu_tres(slurm):
         rows = slurm.head(["sacct", "-a", "-n", "-X", "-P", "-j", job, "-o", "JobID,State,AllocTRES"]).stdout
         return "COMPLETED" in rows and "gres/gpu=1" in rows
 
-    slurm.wait(accounted, "sacct to show the job with its GPU", timeout=60)
+    labmod.wait_until(accounted, "sacct to show the job with its GPU", timeout=60)
