@@ -55,6 +55,29 @@ def _checked(ssh: Ssh, step: RemoteScript) -> RemoteScript:
     return step
 
 
+def run_with_triggers(
+    resource_name: str,
+    ssh: Ssh,
+    step: RemoteScript,
+    triggers: list[pulumi.Input[str]],
+    *,
+    opts: pulumi.ResourceOptions,
+) -> remote.Command:
+    """A step that must run again whenever ``triggers`` change (a replacement, by design).
+
+    Only for steps whose delete is harmless (drain/resume around a container replacement)."""
+    step = _checked(ssh, step)
+    return remote.Command(
+        resource_name,
+        connection=ssh.connection(),
+        create=wrap(step.create),
+        delete=wrap(step.delete) if step.delete else None,
+        triggers=triggers,
+        add_previous_output_in_env=False,
+        opts=opts,
+    )
+
+
 def _command(
     resource_name: str,
     ssh: Ssh,
@@ -107,6 +130,8 @@ def run_output(
     ssh: Ssh,
     step: pulumi.Output[RemoteScript],
     *,
+    stdin: pulumi.Input[str] | None = None,
+    secret_stdin: bool = False,
     opts: pulumi.ResourceOptions,
 ) -> remote.Command:
     """Like ``run`` for a step rendered from Outputs (it depends on what they came from)."""
@@ -117,7 +142,7 @@ def run_output(
         create=step.apply(lambda s: wrap(s.create)),
         # Output.apply's stubs do not admit None results; None means "no delete / no stdin".
         delete=step.apply(lambda s: wrap(s.delete) if s.delete else None),  # type: ignore[arg-type,return-value]
-        stdin=step.apply(lambda s: s.file_content),  # type: ignore[arg-type,return-value]
-        secret_stdin=False,
+        stdin=stdin if stdin is not None else step.apply(lambda s: s.file_content),  # type: ignore[arg-type,return-value]
+        secret_stdin=secret_stdin,
         opts=opts,
     )

@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
+import pulumi_docker as docker
 
 from components import accounts
 from components.accounts import SharedDir
 from components.remote import Ssh
+from components.slurm.head import SlurmHead, SlurmHeadArgs
+from components.slurm.images import HostDockerArgs
+from components.slurm.worker import GpuWorker, GpuWorkerArgs
 from components.storage import (
     ClientMount,
     ClientMountArgs,
@@ -27,6 +31,7 @@ from components.storage import (
 )
 from components.storage import render as storage_render
 from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, Role
+from stacks.slurm_spec import cluster_spec
 
 NFS_MOUNT_VERSION = "4.1"
 
@@ -39,6 +44,8 @@ class Cluster:
     storage_nodes: dict[str, StorageNode] = field(default_factory=dict)
     mounts: dict[str, ClientMount] = field(default_factory=dict)
     nfs: dict[str, NfsGateway] = field(default_factory=dict)
+    slurm_head: SlurmHead | None = None
+    workers: dict[str, GpuWorker] = field(default_factory=dict)
 
 
 def ssh_for(host: HostConfig, secrets: ClusterSecrets) -> Ssh:
@@ -136,6 +143,61 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     return cluster
 
 
+def docker_for(cfg: ClusterConfig, host: HostConfig) -> HostDockerArgs:
+    """The host's Docker daemon over SSH (keys from the SSH agent) and its macvlan settings."""
+    provider = docker.Provider(
+        f"{host.name}-docker",
+        host=f"ssh://{host.ssh_user}@{host.address}:{host.ssh_port}",
+        ssh_opts=["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"],
+    )
+    net = cfg.network
+    return HostDockerArgs(
+        provider=provider,
+        parent_interface=net.parent_interface,
+        subnet=str(net.subnet),
+        gateway=str(net.gateway),
+        ip_range=str(net.container_range),
+        registry=cfg.slurm.registry,
+        arch=host.hardware.arch,
+    )
+
+
+def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> None:
+    head = cfg.slurm_head
+    spec = cluster_spec(cfg)
+    cluster.slurm_head = SlurmHead(
+        head.name,
+        SlurmHeadArgs(
+            ssh=ssh_for(head, secrets),
+            docker=docker_for(cfg, head),
+            network_storage=cluster.network_storage,
+            host_mount=cluster.mounts[head.name].mount,
+            spec=spec,
+            container_address=str(head.container_address),
+            state_path=cfg.slurm.state_path,
+            db_path=cfg.slurm.db_path,
+            allow_destroy=cfg.slurm.allow_destroy,
+        ),
+    )
+    for h in cfg.with_role(Role.GPU_WORKER):
+        cluster.workers[h.name] = GpuWorker(
+            h.name if not h.has(Role.STORAGE) else f"{h.name}-compute",
+            GpuWorkerArgs(
+                ssh=ssh_for(h, secrets),
+                head_ssh=ssh_for(head, secrets),
+                docker=docker_for(cfg, h),
+                network_storage=cluster.network_storage,
+                host_mount=cluster.mounts[h.name].mount,
+                hardware=h.hardware,
+                container_address=str(h.container_address),
+                head_name=head.name,
+                head_address=str(head.container_address),
+            ),
+        )
+
+
 def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     """Every tier, in data-flow order."""
-    return build_storage(cfg, secrets)
+    cluster = build_storage(cfg, secrets)
+    build_slurm(cfg, secrets, cluster)
+    return cluster

@@ -379,6 +379,12 @@ def artifacts(result: PlanRun, program_dir: Path = ROOT) -> dict[str, str]:
             stdin = r.inputs.get("stdin")
             if head.get("file") and isinstance(stdin, str):
                 files[f"hosts/{host}/files{head['file']}"] = stdin
+        elif r.type == "docker:index/image:Image":
+            build = plain(r.inputs.get("build")) or {}
+            context = program_dir / str(build.get("context", ""))
+            if build.get("context") and context.is_dir():
+                for path in sorted(p for p in context.rglob("*") if p.is_file()):
+                    files[f"images/{path.relative_to(program_dir / 'images').as_posix()}"] = path.read_text()
     return files
 
 

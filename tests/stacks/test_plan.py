@@ -87,7 +87,7 @@ def test_rendered_scripts_pass_shellcheck(written):
 
 def test_every_script_is_strict_and_reports_its_result(written):
     _, out, _ = written
-    for path in (out / "a" / "files").rglob("*.sh"):
+    for path in (out / "a" / "files" / "hosts").rglob("*.sh"):
         text = path.read_text()
         assert "\nset -euo pipefail\n" in text, path
         assert text.rstrip().endswith("hpc_done"), path

@@ -1,0 +1,137 @@
+"""SlurmHead: slurmctld (configless), slurmdbd and MariaDB in one container on the head host."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_docker as docker
+import pulumi_random as random
+from pydantic import Field
+
+from components import remote
+from components.base import Args
+from components.remote import Ssh
+from components.slurm import render, steps
+from components.slurm.images import HostDockerArgs, macvlan_network, slurm_image
+from components.storage.contract import NetworkStorage
+
+MUNGE_KEY_BYTES = 1024
+DB_PASSWORD_LENGTH = 40
+
+
+class SlurmHeadArgs(Args):
+    ssh: Ssh = Field(description="Connection to the head host.")
+    docker: HostDockerArgs = Field(description="The head host's Docker provider and network.")
+    network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
+    host_mount: pulumi.Resource = Field(
+        description="The step that mounts the shared volume on the head host."
+    )
+    spec: render.ClusterSpec = Field(description="What slurm.conf describes.")
+    container_address: str = Field(description="The head container's macvlan address.")
+    state_path: str = Field(description="Host path of slurmctld's StateSaveLocation.")
+    db_path: str = Field(description="Host path of the accounting database.")
+    allow_destroy: bool = Field(description="Whether deleting the stack may remove state and DB.")
+
+
+class SlurmHead(pulumi.ComponentResource):
+    """The Slurm controller.
+
+    Children: ``<name>-munge-key`` (RandomBytes) and ``<name>-db-password`` (RandomPassword),
+    ``<name>-munge-key`` step (key on the shared volume), ``<name>-slurm-secrets`` (DB password
+    file, slurmdbd.conf), ``<name>-slurm-state`` (durable, protected), one step per config file
+    (reconfigures a running controller), the macvlan network, the image and the container."""
+
+    address: str
+    """Address of the head container (slurmctld, slurmdbd)."""
+    container: docker.Container
+    """The head container."""
+    config_steps: list[pulumi.Resource]
+    """Steps that install slurm.conf, gres.conf and cgroup.conf."""
+
+    def __init__(self, name: str, args: SlurmHeadArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:slurm:SlurmHead", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        host = args.ssh.name
+        self.address = args.container_address
+        key = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
+        password = random.RandomPassword(
+            f"{name}-db-password", length=DB_PASSWORD_LENGTH, special=False, opts=child
+        )
+
+        mount = args.network_storage.apply(lambda ns: ns.local_mount)
+        munge_step = mount.apply(lambda mp: steps.munge_key(host, mp))
+        munge = remote.run_output(
+            f"{name}-munge-key-file",
+            args.ssh,
+            munge_step,
+            stdin=key.base64,
+            secret_stdin=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.host_mount]),
+        )
+        secrets = remote.run(
+            f"{name}-slurm-secrets",
+            args.ssh,
+            steps.head_secrets(host),
+            stdin=password.result,
+            secret_stdin=True,
+            opts=child,
+        )
+        protect = not args.allow_destroy
+        state = remote.run(
+            f"{name}-slurm-state",
+            args.ssh,
+            steps.state_dirs(host, args.state_path, args.db_path, args.allow_destroy),
+            opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect),
+        )
+        files = {
+            "slurm.conf": render.slurm_conf(args.spec),
+            "gres.conf": render.gres_conf(args.spec.nodes),
+            "cgroup.conf": render.cgroup_conf(args.spec.cgroup),
+        }
+        self.config_steps = [
+            remote.run(
+                f"{name}-{fname.replace('.', '-')}",
+                args.ssh,
+                steps.config_file(host, fname, text),
+                opts=child,
+            )
+            for fname, text in files.items()
+        ]
+        network = macvlan_network(f"{name}-macvlan", args.docker, self)
+        image = slurm_image(f"{name}-image", "head", args.docker, self)
+        volumes = [
+            docker.ContainerVolumeArgs(
+                host_path=steps.CONFIG_DIR, container_path="/etc/slurm", read_only=True
+            ),
+            docker.ContainerVolumeArgs(
+                host_path=steps.DB_PASSWORD_FILE,
+                container_path="/run/secrets/slurm-db-password",
+                read_only=True,
+            ),
+            docker.ContainerVolumeArgs(host_path=args.state_path, container_path=render.STATE_DIR),
+            docker.ContainerVolumeArgs(host_path=args.db_path, container_path="/var/lib/mysql"),
+        ]
+        shared = args.network_storage.apply(
+            lambda ns: [
+                docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/munge", container_path="/etc/munge"),
+                docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
+            ]
+        )
+        self.container = docker.Container(
+            f"{name}-container",
+            name=steps.HEAD_CONTAINER,
+            image=image.image_name,
+            hostname=host,
+            command=["head"],
+            networks_advanced=[
+                docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=self.address)
+            ],
+            volumes=shared.apply(lambda s: [*volumes, *s]),
+            restart="unless-stopped",
+            must_run=True,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.docker.provider,
+                depends_on=[args.host_mount, munge, secrets, state, *self.config_steps],
+            ),
+        )
+        self.register_outputs({"address": self.address, "container": self.container.id})

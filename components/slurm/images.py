@@ -1,0 +1,67 @@
+"""Per-host Docker objects shared by the Slurm head and workers: the macvlan network and images."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from pathlib import Path
+
+import pulumi
+import pulumi_docker as docker
+from pydantic import Field
+
+from components.base import Args
+
+IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+SLURM_CONTEXT = IMAGES_DIR / "slurm"
+MACVLAN_NETWORK = "hpc-slurm"
+PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
+
+
+@cache
+def context_hash(context: Path = SLURM_CONTEXT) -> str:
+    """Tag for an image: a hash of its build context, so an unchanged context is never rebuilt."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        h.update(path.relative_to(context).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+class HostDockerArgs(Args):
+    provider: docker.Provider = Field(description="The host's Docker provider (ssh://).")
+    parent_interface: str = Field(description="NIC the macvlan network attaches to.")
+    subnet: str = Field(description="Cluster subnet.")
+    gateway: str = Field(description="Cluster gateway.")
+    ip_range: str = Field(description="Container address range.")
+    registry: str | None = Field(description="Registry to push to, or None to keep images local.")
+    arch: str = Field(description="CPU architecture of the host.")
+
+
+def macvlan_network(name: str, args: HostDockerArgs, parent: pulumi.Resource) -> docker.Network:
+    """The host's macvlan network: containers appear on the cluster subnet with their own address."""
+    return docker.Network(
+        name,
+        name=MACVLAN_NETWORK,
+        driver="macvlan",
+        options={"parent": args.parent_interface},
+        ipam_configs=[
+            docker.NetworkIpamConfigArgs(subnet=args.subnet, gateway=args.gateway, ip_range=args.ip_range)
+        ],
+        opts=pulumi.ResourceOptions(parent=parent, provider=args.provider),
+    )
+
+
+def slurm_image(name: str, role: str, args: HostDockerArgs, parent: pulumi.Resource) -> docker.Image:
+    """Build images/slurm/Dockerfile.<role> on the host (and push it when a registry is set)."""
+    repo = f"{args.registry}/slurm-{role}" if args.registry else f"hpc-cluster/slurm-{role}"
+    return docker.Image(
+        name,
+        image_name=f"{repo}:{context_hash()}",
+        build=docker.DockerBuildArgs(
+            context=str(SLURM_CONTEXT.relative_to(IMAGES_DIR.parent)),
+            dockerfile=str((SLURM_CONTEXT / f"Dockerfile.{role}").relative_to(IMAGES_DIR.parent)),
+            platform=PLATFORMS[args.arch],
+        ),
+        skip_push=args.registry is None,
+        opts=pulumi.ResourceOptions(parent=parent, provider=args.provider),
+    )

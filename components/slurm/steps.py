@@ -1,0 +1,221 @@
+"""Pure renderers for the Slurm tier's remote steps (host side of the containers).
+
+Secrets (the munge key, the accounting DB password) arrive on stdin and are written to files
+with the right owner and mode; they never appear in a script, an argument or the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.accounts import MUNGE_GID, MUNGE_UID, SLURM_GID, SLURM_UID
+from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
+from components.scripts import RemoteScript, script, sh_quote
+from components.slurm import render
+
+CONFIG_DIR = "/etc/slurm"  # on the head host; mounted at the same path in the head container
+DB_PASSWORD_FILE = f"{CONFIG_DIR}/db-password"  # mounted at /run/secrets/slurm-db-password
+SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
+HEAD_CONTAINER = "slurm-head"
+WORKER_CONTAINER = "slurm-worker"
+DRAIN_REASON = "hpc-cluster: replacing the slurmd container"
+DRAIN_TIMEOUT_S = 600
+PAGE_SIZE = 4096
+MIB = 1024 * 1024
+
+
+# ---- head -----------------------------------------------------------------------------------
+def munge_key(host: str, mount_point: str) -> RemoteScript:
+    """Write the munge key (base64 on stdin) to the shared volume: owner munge, mode 0400."""
+    key = f"{mount_point}/munge/munge.key"
+    create = script(
+        host,
+        f"{host}-munge-key",
+        f"""\
+[ -d {sh_quote(mount_point + "/munge")} ] \
+  || hpc_fail "{mount_point}/munge is missing: is the shared volume mounted?"
+hpc_put_file {sh_quote(key)} 0400 {MUNGE_UID}:{MUNGE_GID} < <(base64 -d)
+""",
+    )
+    delete = script(host, f"{host}-munge-key-delete", f"rm -f {sh_quote(key)}\n")
+    return RemoteScript(f"{host}-munge-key", host, create, delete)
+
+
+def head_secrets(host: str) -> RemoteScript:
+    """Write the DB password file and slurmdbd.conf (placeholder substituted) from stdin."""
+    template = render.slurmdbd_conf(host)
+    create = script(
+        host,
+        f"{host}-slurm-secrets",
+        f"""\
+password=$(cat)
+[ -n "$password" ] || hpc_fail "no database password on stdin"
+mkdir -p {CONFIG_DIR}
+chmod 0755 {CONFIG_DIR}
+hpc_put_file {DB_PASSWORD_FILE} 0600 0:0 < <(printf '%s' "$password")
+template=$(cat <<'SLURMDBD_CONF'
+{template.rstrip()}
+SLURMDBD_CONF
+)
+hpc_put_file {CONFIG_DIR}/slurmdbd.conf 0600 {SLURM_UID}:{SLURM_GID} \\
+  < <(printf '%s\\n' "${{template//{render.DB_PASSWORD_PLACEHOLDER}/$password}}")
+""",
+    )
+    delete = script(
+        host, f"{host}-slurm-secrets-delete", f"rm -f {DB_PASSWORD_FILE} {CONFIG_DIR}/slurmdbd.conf\n"
+    )
+    return RemoteScript(f"{host}-slurm-secrets", host, create, delete)
+
+
+def state_dirs(host: str, state_path: str, db_path: str, allow_destroy: bool) -> RemoteScript:
+    """Durable controller state and database directories on the head host."""
+    create = script(
+        host,
+        f"{host}-slurm-state",
+        f"hpc_dir {sh_quote(state_path)} 0700 {SLURM_UID}:{SLURM_GID}\nhpc_mkdir {sh_quote(db_path)}\n",
+    )
+    if allow_destroy:
+        body = f"rm -rf --one-file-system {sh_quote(state_path)} {sh_quote(db_path)}\n"
+    else:
+        body = (
+            f'echo "hpc: keeping Slurm state {state_path} and the accounting database {db_path} '
+            '(hpc:slurm.allowDestroy is false)"\n'
+        )
+    return RemoteScript(f"{host}-slurm-state", host, create, script(host, f"{host}-slurm-state-delete", body))
+
+
+def config_file(host: str, name: str, content: str) -> RemoteScript:
+    """One Slurm config file on the head; a running controller re-reads it when it changed."""
+    path = f"{CONFIG_DIR}/{name}"
+    step = f"{host}-{name.replace('.', '-')}"
+    create = script(
+        host,
+        step,
+        f"""\
+mkdir -p {CONFIG_DIR}
+hpc_put_file {path} 0644 0:0
+running() {{ docker inspect -f '{{{{.State.Running}}}}' {HEAD_CONTAINER} 2>/dev/null | grep -qx true; }}
+if hpc_file_changed && running; then
+  docker exec {HEAD_CONTAINER} scontrol reconfigure
+  hpc_changed "scontrol reconfigure"
+fi
+""",
+        file=path,
+    )
+    delete = script(host, f"{step}-delete", f"rm -f {path}\n")
+    return RemoteScript(step, host, create, delete, path, content)
+
+
+# ---- GPU workers ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelTuning:
+    """Kernel limits the spec sheets ask for, derived from the node's memory."""
+
+    file_max: int
+    shmmax: int
+    shmall: int
+
+    @classmethod
+    def for_profile(cls, hw: HardwareProfile) -> KernelTuning:
+        # shmmax: one segment may span 3/4 of RAM (large in-memory datasets, NCCL/shm transports);
+        # shmall: the same in pages; file-max: 32 handles per MiB of RAM, at least 2^20.
+        shmmax = hw.memory_mib * MIB * 3 // 4
+        return cls(file_max=max(2**20, hw.memory_mib * 32), shmmax=shmmax, shmall=shmmax // PAGE_SIZE)
+
+    @property
+    def text(self) -> str:
+        return (
+            "# Managed by hpc-cluster (Pulumi): derived from the node's memory.\n"
+            f"fs.file-max = {self.file_max}\n"
+            f"kernel.shmmax = {self.shmmax}\n"
+            f"kernel.shmall = {self.shmall}\n"
+        )
+
+
+def sysctl(host: str, tuning: KernelTuning) -> RemoteScript:
+    create = script(
+        host,
+        f"{host}-sysctl",
+        f"""\
+hpc_put_file {SYSCTL_FILE} 0644 0:0
+if hpc_file_changed; then
+  sysctl -q -p {SYSCTL_FILE}
+  hpc_changed "applied {SYSCTL_FILE}"
+fi
+""",
+        file=SYSCTL_FILE,
+    )
+    delete = script(host, f"{host}-sysctl-delete", f"rm -f {SYSCTL_FILE}\n")
+    return RemoteScript(f"{host}-sysctl", host, create, delete, SYSCTL_FILE, tuning.text)
+
+
+def gpu_preflight(host: str, gpus: int, min_branch: int = MIN_NVIDIA_DRIVER_BRANCH) -> RemoteScript:
+    """Fail clearly unless the NVIDIA driver is R<min_branch>+ and the node shows ``gpus`` GPUs."""
+    create = script(
+        host,
+        f"{host}-gpu-preflight",
+        f"""\
+command -v nvidia-smi >/dev/null \
+  || hpc_fail "{host}: nvidia-smi not found: install the NVIDIA driver (R{min_branch} or newer)"
+versions=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader) \\
+  || hpc_fail "{host}: nvidia-smi failed: is the NVIDIA driver loaded?"
+count=$(grep -c . <<<"$versions" || true)
+if [ "$count" -ne {gpus} ]; then
+  hpc_fail "{host}: the profile says {gpus} GPUs, nvidia-smi shows $count"
+fi
+branch=$(head -n1 <<<"$versions" | cut -d. -f1)
+if [ "$branch" -lt {min_branch} ]; then
+  hpc_fail "{host}: NVIDIA driver branch R$branch is older than R{min_branch} (the spec sheets' minimum)"
+fi
+for i in $(seq 0 $(({gpus} - 1))); do
+  [ -c "/dev/nvidia$i" ] || hpc_fail "{host}: /dev/nvidia$i is missing"
+done
+echo "hpc: {host}: {gpus} GPUs, driver R$branch"
+""",
+    )
+    delete = script(host, f"{host}-gpu-preflight-delete", 'echo "hpc: nothing to undo"\n')
+    return RemoteScript(f"{host}-gpu-preflight", host, create, delete)
+
+
+def drain(head: str, node: str) -> RemoteScript:
+    """On the head: drain ``node`` and wait until its jobs are done (before its container goes)."""
+    reason = sh_quote(DRAIN_REASON)
+    create = script(
+        head,
+        f"{node}-drain",
+        f"""\
+sc() {{ docker exec {HEAD_CONTAINER} scontrol "$@"; }}
+if ! docker inspect {HEAD_CONTAINER} >/dev/null 2>&1 || ! sc show node {node} >/dev/null 2>&1; then
+  echo "hpc: {node} is not in Slurm yet: nothing to drain"
+else
+  if ! sc show node {node} | grep -q 'State=[A-Z+]*DRAIN'; then
+    sc update nodename={node} state=drain reason={reason}
+    hpc_changed "drained {node}"
+  fi
+  drained() {{ sc show node {node} | grep -Eq 'State=(IDLE|DOWN)\\+DRAIN|State=[A-Z+]*DRAINED'; }}
+  hpc_wait {DRAIN_TIMEOUT_S} "jobs on {node} to finish" drained
+fi
+""",
+        extra_headers={"runs-for": node},
+    )
+    delete = script(head, f"{node}-drain-delete", 'echo "hpc: nothing to undo"\n')
+    return RemoteScript(f"{node}-drain", head, create, delete)
+
+
+def resume(head: str, node: str) -> RemoteScript:
+    """On the head: resume ``node`` if this project drained it."""
+    create = script(
+        head,
+        f"{node}-resume",
+        f"""\
+sc() {{ docker exec {HEAD_CONTAINER} scontrol "$@"; }}
+ours() {{ sc show node {node} 2>/dev/null | grep -qF {sh_quote("Reason=" + DRAIN_REASON)}; }}
+if docker inspect {HEAD_CONTAINER} >/dev/null 2>&1 && ours; then
+  sc update nodename={node} state=resume
+  hpc_changed "resumed {node}"
+fi
+""",
+        extra_headers={"runs-for": node},
+    )
+    delete = script(head, f"{node}-resume-delete", 'echo "hpc: nothing to undo"\n')
+    return RemoteScript(f"{node}-resume", head, create, delete)

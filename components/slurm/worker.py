@@ -1,0 +1,108 @@
+"""GpuWorker: a GPU server running slurmd (configless) in a container, prepared and preflighted."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_docker as docker
+from pydantic import Field
+
+from components import remote
+from components.base import Args
+from components.hardware import HardwareProfile
+from components.remote import Ssh
+from components.slurm import render, steps
+from components.slurm.images import HostDockerArgs, macvlan_network, slurm_image
+from components.storage.contract import NetworkStorage
+
+EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+
+
+class GpuWorkerArgs(Args):
+    ssh: Ssh = Field(description="Connection to the worker host.")
+    head_ssh: Ssh = Field(description="Connection to the head host (drain and resume run there).")
+    docker: HostDockerArgs = Field(description="The worker host's Docker provider and network.")
+    network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
+    host_mount: pulumi.Resource = Field(description="The step that mounts the shared volume on this host.")
+    hardware: HardwareProfile = Field(description="The host's profile with its overrides.")
+    container_address: str = Field(description="The worker container's macvlan address.")
+    head_name: str = Field(description="The Slurm head's host name.")
+    head_address: str = Field(description="The head container's address (configless server).")
+
+
+class GpuWorker(pulumi.ComponentResource):
+    """One slurmd node.
+
+    Children: ``<name>-sysctl`` (kernel limits from RAM), ``<name>-gpu-preflight`` (driver branch
+    and GPU count), the macvlan network, the image, ``<name>-drain`` (on the head, before the
+    container is replaced), the container, ``<name>-resume`` (on the head, after). Nothing here
+    depends on sibling workers: only on this host, the storage contract and the head."""
+
+    container: docker.Container
+    """The slurmd container."""
+
+    def __init__(self, name: str, args: GpuWorkerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:compute:GpuWorker", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        host = args.ssh.name
+        hw = args.hardware
+        assert hw.gpus is not None  # the config refuses a gpu-worker without GPUs
+        sysctl = remote.run(
+            f"{name}-sysctl", args.ssh, steps.sysctl(host, steps.KernelTuning.for_profile(hw)), opts=child
+        )
+        preflight = remote.run(
+            f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count), opts=child
+        )
+        network = macvlan_network(f"{name}-macvlan", args.docker, self)
+        image = slurm_image(f"{name}-image", "worker", args.docker, self)
+        devices = [
+            docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
+            for d in (*hw.gpus.device_files, *EXTRA_NVIDIA_DEVICES)
+        ]
+        shared = args.network_storage.apply(
+            lambda ns: [
+                docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/munge", container_path="/etc/munge"),
+                docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
+                # slurmd manages job cgroups (ConstrainCores/RAMSpace/Devices).
+                docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),
+            ]
+        )
+        # What replaces the container; the drain and resume steps are replaced with it.
+        replacement_key = pulumi.Output.all(
+            image.image_name, args.container_address, args.head_address
+        ).apply(lambda parts: "|".join(parts))
+        # Drain before the container is replaced, resume after: both carry the container's
+        # replacement key as triggers, so they are replaced (re-run) together with it.
+        drain = remote.run_with_triggers(
+            f"{name}-drain", args.head_ssh, steps.drain(args.head_name, host), [replacement_key], opts=child
+        )
+        self.container = docker.Container(
+            f"{name}-container",
+            name=steps.WORKER_CONTAINER,
+            image=image.image_name,
+            hostname=host,
+            command=["worker"],
+            envs=[f"SLURM_CONF_SERVER={args.head_address}:{render.SLURMCTLD_PORT}"],
+            hosts=[docker.ContainerHostArgs(host=args.head_name, ip=args.head_address)],
+            networks_advanced=[
+                docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=args.container_address)
+            ],
+            devices=devices,
+            volumes=shared,
+            cgroupns_mode="host",
+            capabilities=docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN"]),
+            restart="unless-stopped",
+            must_run=True,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.docker.provider,
+                depends_on=[args.host_mount, sysctl, preflight, drain],
+            ),
+        )
+        remote.run_with_triggers(
+            f"{name}-resume",
+            args.head_ssh,
+            steps.resume(args.head_name, host),
+            [replacement_key],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+        )
+        self.register_outputs({"container": self.container.id})

@@ -1,0 +1,117 @@
+#!/bin/bash
+# hpc-cluster Slurm container entrypoint; PID 1 is tini, which reaps and forwards signals.
+#
+#   hpc-entrypoint head     munged, MariaDB, slurmdbd, slurmctld (configless server)
+#   hpc-entrypoint worker   munged, slurmd --conf-server "$SLURM_CONF_SERVER"
+#   hpc-entrypoint health   exit 0 when this container's daemons answer (HEALTHCHECK)
+#
+# Daemons run in the foreground as children of this script; when any of them exits, the
+# script stops the others and exits non-zero, so Docker's restart policy restarts the set.
+# Secrets come from files mounted by the host (never from arguments or the environment).
+set -euo pipefail
+
+MUNGE_KEY=${MUNGE_KEY:-/etc/munge/munge.key}
+DB_PASSWORD_FILE=${DB_PASSWORD_FILE:-/run/secrets/slurm-db-password}
+DB_DIR=${DB_DIR:-/var/lib/mysql}
+DB_SOCKET=/run/mysqld/mysqld.sock
+ACCOUNTING_DB=slurm_acct_db
+STARTUP_TIMEOUT_S=60
+
+log() { printf 'hpc-entrypoint: %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+wait_for() { # SECONDS WHAT COMMAND...
+  local limit=$1 what=$2 i
+  shift 2
+  for ((i = 0; i < limit * 5; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  die "timed out after ${limit}s waiting for $what"
+}
+
+tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+munge_ok() { munge -n </dev/null | unmunge >/dev/null; }
+
+start_munge() {
+  [ -f "$MUNGE_KEY" ] || die "munge key $MUNGE_KEY is missing (the head writes it to the shared volume)"
+  [ "$(stat -c '%U %a' "$MUNGE_KEY")" = "munge 400" ] || die "munge key $MUNGE_KEY must be owned by munge, mode 0400"
+  install -d -o munge -g munge -m 0755 /run/munge
+  runuser -u munge -- munged --foreground --key-file="$MUNGE_KEY" --seed-file=/run/munge/munged.seed &
+  wait_for "$STARTUP_TIMEOUT_S" munged munge_ok
+}
+
+db_ping() { mariadb-admin --socket="$DB_SOCKET" ping; }
+
+start_database() {
+  [ -r "$DB_PASSWORD_FILE" ] || die "database password file $DB_PASSWORD_FILE is missing"
+  install -d -o mysql -g mysql -m 0750 "$DB_DIR"
+  install -d -o mysql -g mysql -m 0755 /run/mysqld
+  if [ ! -d "$DB_DIR/mysql" ]; then
+    log "initialising the accounting database in $DB_DIR"
+    mariadb-install-db --user=mysql --datadir="$DB_DIR" --auth-root-authentication-method=socket \
+      --skip-test-db >/dev/null
+  fi
+  mariadbd --user=mysql --datadir="$DB_DIR" --socket="$DB_SOCKET" --bind-address=127.0.0.1 --port=3306 \
+    --skip-log-bin --innodb-buffer-pool-size=256M --innodb-lock-wait-timeout=900 &
+  wait_for "$STARTUP_TIMEOUT_S" MariaDB db_ping
+  local password
+  password=$(<"$DB_PASSWORD_FILE")
+  password=${password//\'/\'\'}
+  # The password reaches MariaDB on stdin, never on a command line; ALTER keeps it in step
+  # when the stack rotates it.
+  mariadb --socket="$DB_SOCKET" <<SQL
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
+ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
+GRANT ALL ON $ACCOUNTING_DB.* TO 'slurm'@'127.0.0.1';
+SQL
+}
+
+supervise() {
+  local status=0
+  wait -n || status=$?
+  log "a daemon exited (status $status); stopping the others"
+  local pids
+  mapfile -t pids < <(jobs -p)
+  kill "${pids[@]}" 2>/dev/null || true
+  wait || true
+  exit 1
+}
+
+run_head() {
+  start_munge
+  start_database
+  install -d -o slurm -g slurm -m 0755 /var/log/slurm
+  install -d -o slurm -g slurm -m 0700 /var/spool/slurmctld
+  slurmdbd -D &
+  wait_for "$STARTUP_TIMEOUT_S" slurmdbd tcp_open 127.0.0.1 6819
+  slurmctld -D &
+  supervise
+}
+
+run_worker() {
+  [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
+  start_munge
+  install -d -m 0755 /var/log/slurm /var/spool/slurmd
+  slurmd -D --conf-server "$SLURM_CONF_SERVER" &
+  supervise
+}
+
+health() {
+  munge_ok || die "munged does not answer"
+  if [ -f /etc/slurm/slurm.conf ]; then
+    scontrol ping | grep -q 'is UP' || die "slurmctld does not answer"
+  else
+    kill -0 "$(cat /run/slurmd.pid)" || die "slurmd is not running"
+  fi
+}
+
+case "${1:-}" in
+  head) run_head ;;
+  worker) run_worker ;;
+  health) health ;;
+  *) die "usage: hpc-entrypoint head|worker|health" ;;
+esac
