@@ -181,7 +181,7 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
     )
     for h in cfg.with_role(Role.GPU_WORKER):
         cluster.workers[h.name] = GpuWorker(
-            h.name if not h.has(Role.STORAGE) else f"{h.name}-compute",
+            h.name,
             GpuWorkerArgs(
                 ssh=ssh_for(h, secrets),
                 head_ssh=ssh_for(head, secrets),

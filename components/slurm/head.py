@@ -87,15 +87,17 @@ class SlurmHead(pulumi.ComponentResource):
             "gres.conf": render.gres_conf(args.spec.nodes),
             "cgroup.conf": render.cgroup_conf(args.spec.cgroup),
         }
-        self.config_steps = [
-            remote.run(
-                f"{name}-{fname.replace('.', '-')}",
-                args.ssh,
-                steps.config_file(host, fname, text),
-                opts=child,
+        # slurm.conf first: the other files are only read along with it (reconfigure/restart).
+        self.config_steps = []
+        for fname, text in files.items():
+            self.config_steps.append(
+                remote.run(
+                    f"{name}-{fname.replace('.', '-')}",
+                    args.ssh,
+                    steps.config_file(host, fname, text),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=self.config_steps[:1]),
+                )
             )
-            for fname, text in files.items()
-        ]
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         image = slurm_image(f"{name}-image", "head", args.docker, self)
         volumes = [

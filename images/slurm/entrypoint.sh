@@ -1,5 +1,6 @@
 #!/bin/bash
-# hpc-cluster Slurm container entrypoint; PID 1 is tini, which reaps and forwards signals.
+# hpc-cluster Slurm container entrypoint; PID 1 is tini (-g), which reaps and forwards signals
+# to the whole process group.
 #
 #   hpc-entrypoint head     munged, MariaDB, slurmdbd, slurmctld (configless server)
 #   hpc-entrypoint worker   munged, slurmd --conf-server "$SLURM_CONF_SERVER"

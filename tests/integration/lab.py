@@ -134,13 +134,23 @@ class Host:
 class Lab:
     """Hosts in namespaces on a private /24, plus client namespaces for SSH and NFS clients."""
 
-    def __init__(self, names: list[str], net: str = "10.77.0", clients: dict[str, str] | None = None):
-        self.prefix = f"hl{os.getpid() % 100000}"
+    _count = 0  # labs made by this process: each gets its own namespace names
+
+    def __init__(
+        self,
+        names: list[str],
+        net: str = "10.77.0",
+        clients: dict[str, str] | None = None,
+        extra_addresses: dict[str, list[str]] | None = None,
+    ):
+        Lab._count += 1
+        self.prefix = f"hl{os.getpid() % 100000}x{Lab._count}"
         self.net = net
         self.names = names
         self.clients = clients or {"cl": f"{net}.2"}
         self.dir = Path(tempfile.mkdtemp(prefix="hpc-lab-"))
         self.dir.chmod(0o755)  # munge needs every directory up to its socket world-executable
+        self.extra_addresses = extra_addresses or {}
         self.hosts: dict[str, Host] = {}
         self._netns: list[str] = []
 
@@ -178,6 +188,8 @@ class Lab:
             self._ip("link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", f"p{k}", "netns", sw)
             self._ip("-n", sw, "link", "set", f"p{k}", "master", "br0", "up")
             self._ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
+            for extra in self.extra_addresses.get(name, []):
+                self._ip("-n", ns, "addr", "add", f"{extra}/24", "dev", "eth0")
             self._ip("-n", ns, "link", "set", "eth0", "up")
             self._ip("-n", ns, "link", "set", "lo", "up")
         for i, name in enumerate(self.names):

