@@ -428,6 +428,12 @@ def summary(result: PlanRun, doc: dict[str, Any], out_dir: Path | None) -> str:
             show(r.urn, indent + "  ")
 
     show(root_urn, "  ")
+    stateful = [r for r in result.resources if r.options.get("protect") or r.options.get("retainOnDelete")]
+    if stateful:
+        lines += ["", "STATEFUL (protected: deletion refused, data kept; a replacement would lose it):"]
+        for r in sorted(stateful, key=lambda x: x.name):
+            flags = ", ".join(k for k in ("protect", "retainOnDelete") if r.options.get(k))
+            lines.append(f"  !! {r.type}  {r.name}  [{flags}]")
     lines += ["", "Resources by type:"]
     for t, n in doc["countsByType"].items():
         lines.append(f"  {n:5d}  {t}")

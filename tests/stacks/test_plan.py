@@ -68,7 +68,10 @@ def test_no_secret_in_plan_files_or_summary(written):
 
 
 def test_summary_shows_tree_counts_secrets_and_time(written):
-    _, _, stdout = written
+    stack, _, stdout = written
+    head = "rpi1" if stack == "dev" else "head01"
+    assert f"!! command:remote:Command  {head}-slurm-state  [protect, retainOnDelete]" in stdout
+    assert "!! command:remote:Command  gv0-volume  [protect, retainOnDelete]" in stdout
     assert "[component]" in stdout and "Resources by type:" in stdout
     assert "with secret inputs" in stdout and stdout.rstrip().splitlines()[-2].endswith("s")
 

@@ -18,12 +18,16 @@ def spec_of(stack: str) -> render.ClusterSpec:
     return slurm_spec.cluster_spec(cfgmod.parse(data))
 
 
-def test_prod_slurm_conf_exact():
-    assert render.slurm_conf(spec_of("prod")) == (GOLDEN / "prod-slurm.conf").read_text()
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_slurm_gres_cgroup_conf_exact(stack):
+    spec = spec_of(stack)
+    assert render.slurm_conf(spec) == (GOLDEN / f"{stack}-slurm.conf").read_text()
+    assert render.gres_conf(spec.nodes) == (GOLDEN / f"{stack}-gres.conf").read_text()
+    assert render.cgroup_conf(spec.cgroup) == (GOLDEN / f"{stack}-cgroup.conf").read_text()
 
 
-def test_prod_gres_conf_exact():
-    assert render.gres_conf(spec_of("prod").nodes) == (GOLDEN / "prod-gres.conf").read_text()
+def test_slurmdbd_conf_exact():
+    assert render.slurmdbd_conf("head01") == (GOLDEN / "slurmdbd.conf").read_text()
 
 
 def test_prod_node_lines_come_from_ml_prod_v4():
