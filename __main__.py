@@ -11,3 +11,5 @@ settings, secrets = config.load()
 built = cluster.build(settings, secrets)
 
 pulumi.export("networkStorage", built.network_storage.apply(lambda ns: ns.model_dump()))
+if built.inference_check is not None:
+    pulumi.export("inferenceCheck", built.inference_check)

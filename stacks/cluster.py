@@ -14,6 +14,12 @@ import pulumi_docker as docker
 
 from components import accounts
 from components.accounts import SharedDir
+from components.inference.capacity import GIB
+from components.inference.fastchat import FastChat, FastChatArgs
+from components.inference.host import InferenceHost, InferenceHostArgs
+from components.inference.render import ModelServer
+from components.k8s.addons import ClusterAddons, ClusterAddonsArgs
+from components.k8s.cluster import K3sCluster, K3sClusterArgs, K3sNode
 from components.remote import Ssh
 from components.slurm.head import SlurmHead, SlurmHeadArgs
 from components.slurm.images import HostDockerArgs
@@ -30,10 +36,11 @@ from components.storage import (
     StorageNodeArgs,
 )
 from components.storage import render as storage_render
-from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, Role
+from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
 from stacks.slurm_spec import cluster_spec
 
 NFS_MOUNT_VERSION = "4.1"
+INFERENCE_NAMESPACE = "inference"
 
 
 @dataclass
@@ -46,6 +53,9 @@ class Cluster:
     nfs: dict[str, NfsGateway] = field(default_factory=dict)
     slurm_head: SlurmHead | None = None
     workers: dict[str, GpuWorker] = field(default_factory=dict)
+    docker: dict[str, HostDockerArgs] = field(default_factory=dict)
+    k3s: K3sCluster | None = None
+    inference_check: pulumi.Output[str] | None = None
 
 
 def ssh_for(host: HostConfig, secrets: ClusterSecrets) -> Ssh:
@@ -143,15 +153,18 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     return cluster
 
 
-def docker_for(cfg: ClusterConfig, host: HostConfig) -> HostDockerArgs:
-    """The host's Docker daemon over SSH (keys from the SSH agent) and its macvlan settings."""
+def docker_for(cfg: ClusterConfig, host: HostConfig, cluster: Cluster) -> HostDockerArgs:
+    """The host's Docker daemon over SSH (keys from the SSH agent) and its macvlan settings;
+    one provider per host, shared by the tiers."""
+    if host.name in cluster.docker:
+        return cluster.docker[host.name]
     provider = docker.Provider(
         f"{host.name}-docker",
         host=f"ssh://{host.ssh_user}@{host.address}:{host.ssh_port}",
         ssh_opts=["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"],
     )
     net = cfg.network
-    return HostDockerArgs(
+    cluster.docker[host.name] = HostDockerArgs(
         provider=provider,
         parent_interface=net.parent_interface,
         subnet=str(net.subnet),
@@ -160,6 +173,7 @@ def docker_for(cfg: ClusterConfig, host: HostConfig) -> HostDockerArgs:
         registry=cfg.slurm.registry,
         arch=host.hardware.arch,
     )
+    return cluster.docker[host.name]
 
 
 def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> None:
@@ -169,7 +183,7 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
         head.name,
         SlurmHeadArgs(
             ssh=ssh_for(head, secrets),
-            docker=docker_for(cfg, head),
+            docker=docker_for(cfg, head, cluster),
             network_storage=cluster.network_storage,
             host_mount=cluster.mounts[head.name].mount,
             spec=spec,
@@ -185,7 +199,7 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
             GpuWorkerArgs(
                 ssh=ssh_for(h, secrets),
                 head_ssh=ssh_for(head, secrets),
-                docker=docker_for(cfg, h),
+                docker=docker_for(cfg, h, cluster),
                 network_storage=cluster.network_storage,
                 host_mount=cluster.mounts[h.name].mount,
                 hardware=h.hardware,
@@ -196,8 +210,102 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
         )
 
 
+def model_server(m: ModelConfig) -> ModelServer:
+    return ModelServer(
+        name=m.name,
+        display_name=m.display_name,
+        model_id=m.model_id,
+        port=m.port,
+        dtype=m.dtype,
+        gpu_memory_utilization=m.gpu_memory_utilization,
+        kv_cache_dtype=m.kv_cache_dtype,
+        max_model_len=m.max_model_len,
+        tensor_parallel_size=m.tensor_parallel_size,
+        enforce_eager=m.enforce_eager,
+        trust_remote_code=m.trust_remote_code,
+    )
+
+
+def time_slices(cfg: ClusterConfig) -> int:
+    """Time-slicing replicas per GPU: the most models that share one GPU anywhere."""
+    per_gpu: dict[tuple[str, int], int] = {}
+    for m in cfg.inference.models:
+        for g in m.load().gpus:
+            per_gpu[(m.host, g)] = per_gpu.get((m.host, g), 0) + 1
+    return max(per_gpu.values(), default=1)
+
+
+def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> None:
+    servers = cfg.with_role(Role.K3S_SERVER)
+    if not servers:
+        return
+    server = servers[0]
+    cluster.k3s = K3sCluster(
+        "k3s",
+        K3sClusterArgs(
+            version=cfg.k3s.version,
+            server=K3sNode(ssh=ssh_for(server, secrets), hardware=server.hardware),
+            agents=[
+                K3sNode(ssh=ssh_for(h, secrets), hardware=h.hardware) for h in cfg.with_role(Role.K3S_AGENT)
+            ],
+        ),
+    )
+    provider = cluster.k3s.provider
+    addons = ClusterAddons(
+        "addons",
+        ClusterAddonsArgs(
+            provider=provider,
+            network_storage=cluster.network_storage,
+            namespace=INFERENCE_NAMESPACE,
+            retain_volumes=cfg.is_prod,
+            time_slices=time_slices(cfg),
+        ),
+    )
+    models = cfg.inference.models
+    if not models:
+        return
+    servers_by_name = {m.name: model_server(m) for m in models}
+    fastchat = FastChat(
+        "fastchat",
+        FastChatArgs(
+            provider=provider,
+            namespace=addons.namespace.metadata.name,
+            models=list(servers_by_name.values()),
+            hf_token=secrets.hf_token,
+            server_ssh=ssh_for(server, secrets),
+            docker_provider=docker_for(cfg, server, cluster).provider,
+            arch=server.hardware.arch,
+            server_name=server.name,
+            webui_port=cfg.inference.webui_port,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[addons]),
+    )
+    deployments: list[pulumi.Resource] = []
+    for host in cfg.with_role(Role.INFERENCE):
+        placed = [m for m in models if m.host == host.name]
+        if not placed:
+            continue
+        ih = InferenceHost(
+            f"{host.name}-inference",
+            InferenceHostArgs(
+                provider=provider,
+                namespace=addons.namespace.metadata.name,
+                node_name=host.name,
+                models=[servers_by_name[m.name] for m in placed],
+                weight_gib={m.name: m.load().weight_bytes / GIB for m in placed},
+                model_cache_claim=addons.model_cache.metadata.name,
+                has_hf_token=secrets.hf_token is not None,
+            ),
+            # the Secrets, not the FastChat component: its check waits for these Deployments
+            opts=pulumi.ResourceOptions(depends_on=[*fastchat.secrets, addons.model_cache]),
+        )
+        deployments.extend(ih.deployments.values())
+    cluster.inference_check = fastchat.check("inference-check", deployments)
+
+
 def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     """Every tier, in data-flow order."""
     cluster = build_storage(cfg, secrets)
     build_slurm(cfg, secrets, cluster)
+    build_k8s(cfg, secrets, cluster)
     return cluster

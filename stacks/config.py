@@ -37,6 +37,7 @@ from pydantic.alias_generators import to_camel
 
 from components import hardware
 from components.hardware import HardwareOverride, HardwareProfile
+from components.inference import capacity
 
 NAMESPACE = "hpc"
 PLACEHOLDER_SECRETS = frozenset(
@@ -299,6 +300,20 @@ class ModelConfig(_Model):
     enforce_eager: bool = Field(default=False, description="--enforce-eager (no CUDA graphs).")
     trust_remote_code: bool = Field(default=False, description="--trust-remote-code.")
 
+    def load(self) -> capacity.ModelLoad:
+        return capacity.ModelLoad(
+            name=self.name,
+            model_id=self.model_id,
+            params_billion=self.params_billion,
+            dtype=self.dtype,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+            tensor_parallel_size=self.tensor_parallel_size,
+            gpu_index=self.gpu_index,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            enforce_eager=self.enforce_eager,
+        )
+
 
 class InferenceConfig(_Model):
     """Models served on the inference hosts, and the FastChat front end."""
@@ -398,6 +413,11 @@ class ClusterConfig(_Model):
             raise _at("hosts", "k3s-agent hosts need a k3s-server host")
         if self.with_role(Role.INFERENCE) and not servers:
             raise _at("hosts", "inference hosts run on k3s and need a k3s-server host")
+        for i, h in enumerate(self.hosts):
+            if h.has(Role.INFERENCE) and not (h.has(Role.K3S_SERVER) or h.has(Role.K3S_AGENT)):
+                raise _at(
+                    f"hosts[{i}].roles", f"inference host {h.name} must also be k3s-server or k3s-agent"
+                )
         return self
 
     @model_validator(mode="after")
@@ -450,7 +470,27 @@ class ClusterConfig(_Model):
                     f"model {m.name}: port {m.port} on {m.host} is already used by {used[(m.host, m.port)]}",
                 )
             used[(m.host, m.port)] = m.name
+        self._check_capacity()
         return self
+
+    def _check_capacity(self) -> None:
+        """The GPU memory model (components/inference/capacity.py), per inference host."""
+        index = {m.name: i for i, m in enumerate(self.inference.models)}
+        hosts = {m.host for m in self.inference.models}
+        for name in sorted(
+            hosts, key=lambda n: min(index[m.name] for m in self.inference.models if m.host == n)
+        ):
+            gpus = self.host(name).hardware.gpus
+            placed = [m for m in self.inference.models if m.host == name]
+            if gpus is None:
+                i = index[placed[0].name]
+                raise _at(f"inference.models[{i}].host", f"model {placed[0].name}: host {name} has no GPUs")
+            problems = capacity.check_host(
+                [m.load() for m in placed], gpus.count, gpus.memory_mib * 1024 * 1024
+            )
+            if problems:
+                p = problems[0]
+                raise _at(f"inference.models[{index[p.model]}].{p.field}", p.message)
 
     # ---- derived views --------------------------------------------------------------------------
     def with_role(self, role: Role) -> list[HostConfig]:

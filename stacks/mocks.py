@@ -110,7 +110,7 @@ class PlanMocks(pulumi.runtime.Mocks):
             state["imageId"] = f"sha256:{_digest('id', image)}"
             state["baseImageName"] = image
         elif t.startswith("kubernetes:") and not t.startswith("kubernetes:yaml"):
-            kind = t.rsplit(":", 1)[-1]
+            kind = t.rsplit(":", 1)[-1].removesuffix("Patch")
             md = dict(plain(state.get("metadata")) or {})
             md.setdefault("name", f"{name}-{_digest('k8s', name, n=8)}")
             if kind not in CLUSTER_SCOPED_KINDS:

@@ -314,7 +314,7 @@ def _view(v: Any, public: frozenset[str] = frozenset()) -> Any:
     """JSON view of a recorded value: secrets masked, integral floats as ints, unknowns marked."""
     if rpc.is_rpc_secret(v):
         inner = v["value"]
-        if public and isinstance(inner, dict):
+        if isinstance(inner, dict):  # a secret map shows its keys, never its values
             return {k: (_view(x) if k in public else SECRET_MARK) for k, x in sorted(inner.items())}
         return SECRET_MARK
     if isinstance(v, dict):
@@ -379,6 +379,11 @@ def artifacts(result: PlanRun, program_dir: Path = ROOT) -> dict[str, str]:
             stdin = r.inputs.get("stdin")
             if head.get("file") and isinstance(stdin, str):
                 files[f"hosts/{host}/files{head['file']}"] = stdin
+        elif r.type.startswith("kubernetes:") and r.custom and not r.type.startswith("kubernetes:helm"):
+            manifest = k8s_manifest(r)
+            kind, name = manifest["kind"], manifest["metadata"]["name"]
+            ns = manifest["metadata"].get("namespace", "_cluster")
+            files[f"k8s/{ns}/{kind}-{name}.yaml"] = yaml.safe_dump(manifest, sort_keys=True)
         elif r.type == "docker:index/image:Image":
             build = plain(r.inputs.get("build")) or {}
             context = program_dir / str(build.get("context", ""))
@@ -386,6 +391,24 @@ def artifacts(result: PlanRun, program_dir: Path = ROOT) -> dict[str, str]:
                 for path in sorted(p for p in context.rglob("*") if p.is_file()):
                     files[f"images/{path.relative_to(program_dir / 'images').as_posix()}"] = path.read_text()
     return files
+
+
+def k8s_manifest(r: Record) -> dict[str, Any]:
+    """The object a Kubernetes resource would apply: apiVersion/kind from its type token, the
+    name the provider assigns (mock outputs), secret values masked (the plan never shows them)."""
+    _, group_version, kind = r.type.split(":")
+    group, version = group_version.split("/")
+    kind = kind.removesuffix("Patch")
+    body = _view(r.inputs)
+    body.pop("apiVersion", None)
+    body.pop("kind", None)
+    meta = dict(body.pop("metadata", None) or {})
+    out_meta = plain(r.outputs.get("metadata")) or {}
+    meta.setdefault("name", out_meta.get("name", r.name))
+    if "namespace" in out_meta and "namespace" not in meta:
+        meta["namespace"] = out_meta["namespace"]
+    api = version if group == "core" else f"{group}/{version}"
+    return {"apiVersion": api, "kind": kind, "metadata": meta, **body}
 
 
 def find_leaks(texts: dict[str, str], secret_values: set[str]) -> list[str]:

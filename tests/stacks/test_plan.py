@@ -93,7 +93,7 @@ def test_every_script_is_strict_and_reports_its_result(written):
     for path in (out / "a" / "files" / "hosts").rglob("*.sh"):
         text = path.read_text()
         assert "\nset -euo pipefail\n" in text, path
-        assert text.rstrip().endswith("hpc_done"), path
+        assert text.rstrip().endswith(("hpc_done", "hpc_done >&2")), path
 
 
 def test_preview_registers_the_same_resources():

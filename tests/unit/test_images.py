@@ -1,0 +1,39 @@
+"""Every Dockerfile in images/: hadolint clean, base pinned by tag and digest, entrypoints checked."""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from stacks import plan
+
+DOCKERFILES = sorted((plan.ROOT / "images").rglob("Dockerfile*"))
+FROM = re.compile(r"^FROM\s+(\S+)", re.M)
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name, path=str(plan.ROOT / ".venv" / "bin")) or shutil.which(name)
+    assert path, f"{name} is required (requirements.txt)"
+    return path
+
+
+def test_there_are_images_for_slurm_and_fastchat():
+    assert {p.parent.name for p in DOCKERFILES} == {"slurm", "fastchat"}
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_hadolint_clean_and_base_pinned(dockerfile):
+    proc = subprocess.run([tool("hadolint"), str(dockerfile)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    bases = FROM.findall(dockerfile.read_text())
+    assert bases
+    for base in bases:
+        assert re.fullmatch(r"[a-z0-9./-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}", base), base
+
+
+def test_entrypoints_pass_shellcheck():
+    scripts = sorted((plan.ROOT / "images").rglob("entrypoint.sh"))
+    assert len(scripts) == 2
+    proc = subprocess.run([tool("shellcheck"), *map(str, scripts)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
