@@ -26,9 +26,7 @@ class Ssh:
 
     __slots__ = ("address", "name", "port", "private_key", "user")
 
-    def __init__(
-        self, *, name: str, address: str, user: str, port: int, private_key: pulumi.Input[str]
-    ) -> None:
+    def __init__(self, *, name: str, address: str, user: str, port: int, private_key: pulumi.Input[str]) -> None:
         self.name = name
         self.address = address
         self.user = user

@@ -43,9 +43,7 @@ def script(
         head.append(f"# hpc: file={file}")
     if extra_headers:
         head.append("# hpc: " + " ".join(f"{k}={v}" for k, v in sorted(extra_headers.items())))
-    return "\n".join(
-        [*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), "hpc_done", ""]
-    )
+    return "\n".join([*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), "hpc_done", ""])
 
 
 @dataclass(frozen=True)

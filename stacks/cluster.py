@@ -138,6 +138,7 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
         clients=tuple(cfg.nfs_clients),
         squash=st.squash,
         grace=st.nfs_grace,
+        allow_no_root_squash=st.allow_no_root_squash,
     )
     for h in cfg.ganesha_hosts:
         cluster.nfs[h.name] = NfsGateway(
@@ -223,6 +224,8 @@ def model_server(m: ModelConfig) -> ModelServer:
         tensor_parallel_size=m.tensor_parallel_size,
         enforce_eager=m.enforce_eager,
         trust_remote_code=m.trust_remote_code,
+        params_billion=m.params_billion,
+        gpu_index=m.gpu_index,
     )
 
 
@@ -245,9 +248,7 @@ def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> 
         K3sClusterArgs(
             version=cfg.k3s.version,
             server=K3sNode(ssh=ssh_for(server, secrets), hardware=server.hardware),
-            agents=[
-                K3sNode(ssh=ssh_for(h, secrets), hardware=h.hardware) for h in cfg.with_role(Role.K3S_AGENT)
-            ],
+            agents=[K3sNode(ssh=ssh_for(h, secrets), hardware=h.hardware) for h in cfg.with_role(Role.K3S_AGENT)],
         ),
     )
     provider = cluster.k3s.provider

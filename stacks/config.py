@@ -103,9 +103,7 @@ class HostConfig(_Model):
     ssh_port: Port = Field(default=22, description="SSH port.")
     profile: str = Field(description="Hardware profile key (components/hardware.py).")
     roles: list[Role] = Field(min_length=1, description="What the host is for.")
-    overrides: HardwareOverride | None = Field(
-        default=None, description="Changes to the profile for this host."
-    )
+    overrides: HardwareOverride | None = Field(default=None, description="Changes to the profile for this host.")
     container_address: IPv4Address | None = Field(
         default=None,
         description="Static macvlan address of the host's Slurm container (inside containerRange).",
@@ -171,9 +169,7 @@ class StorageConfig(_Model):
         description="Brick directory on every storage host (a dedicated filesystem in production).",
     )
     replica: int = Field(default=3, ge=2, le=6, description="Copies of every file.")
-    arbiter: bool = Field(
-        default=False, description="With replica 2: add an arbiter brick (replica 2 arbiter 1)."
-    )
+    arbiter: bool = Field(default=False, description="With replica 2: add an arbiter brick (replica 2 arbiter 1).")
     mount_point: AbsPath = Field(default="/gfsv", description="Where every host mounts the volume.")
     export_pseudo: AbsPath = Field(default="/gv", description="NFSv4 pseudo path of the export.")
     nfs_versions: list[Literal[3, 4]] = Field(
@@ -195,9 +191,7 @@ class StorageConfig(_Model):
     )
     owner_uid: int = Field(default=1000, ge=1, le=2**31, description="Owner uid of the volume root.")
     owner_gid: int = Field(default=1000, ge=1, le=2**31, description="Owner gid of the volume root.")
-    allow_destroy: bool = Field(
-        default=False, description="Let a stack deletion remove the volume and brick data."
-    )
+    allow_destroy: bool = Field(default=False, description="Let a stack deletion remove the volume and brick data.")
     options: dict[str, str] = Field(default_factory=dict, description="Extra 'gluster volume set' options.")
 
     @model_validator(mode="after")
@@ -234,9 +228,7 @@ class SlurmConfig(_Model):
     """The Slurm batch system."""
 
     cluster_name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Slurm ClusterName.")
-    partitions: list[Partition] = Field(
-        default_factory=_default_partitions, min_length=1, description="Partitions."
-    )
+    partitions: list[Partition] = Field(default_factory=_default_partitions, min_length=1, description="Partitions.")
     cgroup_enforcement: bool | None = Field(
         default=None,
         description="ConstrainCores/RAMSpace/Devices via task/cgroup; default: on in prod.",
@@ -357,9 +349,7 @@ class ClusterConfig(_Model):
         net = self.network
         for i, h in enumerate(self.hosts):
             if h.name in seen_names:
-                raise _at(
-                    f"hosts[{i}].name", f"duplicate host name {h.name!r} (also hosts[{seen_names[h.name]}])"
-                )
+                raise _at(f"hosts[{i}].name", f"duplicate host name {h.name!r} (also hosts[{seen_names[h.name]}])")
             seen_names[h.name] = i
             if h.address in seen_addrs:
                 raise _at(
@@ -415,9 +405,7 @@ class ClusterConfig(_Model):
             raise _at("hosts", "inference hosts run on k3s and need a k3s-server host")
         for i, h in enumerate(self.hosts):
             if h.has(Role.INFERENCE) and not (h.has(Role.K3S_SERVER) or h.has(Role.K3S_AGENT)):
-                raise _at(
-                    f"hosts[{i}].roles", f"inference host {h.name} must also be k3s-server or k3s-agent"
-                )
+                raise _at(f"hosts[{i}].roles", f"inference host {h.name} must also be k3s-server or k3s-agent")
         return self
 
     @model_validator(mode="after")
@@ -439,9 +427,7 @@ class ClusterConfig(_Model):
                 raise _at(f"storage.ganeshaHosts[{i}]", f"{g!r} is not a storage host")
         for i, c in enumerate(st.allowed_clients or []):
             if c.num_addresses > 2**24:
-                raise _at(
-                    f"storage.allowedClients[{i}]", f"{c} is wider than a /8; name the cluster's networks"
-                )
+                raise _at(f"storage.allowedClients[{i}]", f"{c} is wider than a /8; name the cluster's networks")
         return self
 
     @model_validator(mode="after")
@@ -477,17 +463,13 @@ class ClusterConfig(_Model):
         """The GPU memory model (components/inference/capacity.py), per inference host."""
         index = {m.name: i for i, m in enumerate(self.inference.models)}
         hosts = {m.host for m in self.inference.models}
-        for name in sorted(
-            hosts, key=lambda n: min(index[m.name] for m in self.inference.models if m.host == n)
-        ):
+        for name in sorted(hosts, key=lambda n: min(index[m.name] for m in self.inference.models if m.host == n)):
             gpus = self.host(name).hardware.gpus
             placed = [m for m in self.inference.models if m.host == name]
             if gpus is None:
                 i = index[placed[0].name]
                 raise _at(f"inference.models[{i}].host", f"model {placed[0].name}: host {name} has no GPUs")
-            problems = capacity.check_host(
-                [m.load() for m in placed], gpus.count, gpus.memory_mib * 1024 * 1024
-            )
+            problems = capacity.check_host([m.load() for m in placed], gpus.count, gpus.memory_mib * 1024 * 1024)
             if problems:
                 p = problems[0]
                 raise _at(f"inference.models[{index[p.model]}].{p.field}", p.message)

@@ -52,9 +52,7 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 # Secret inputs that are secret as a whole only because the SDK wraps them: these fields are
 # shown, the rest stays hidden (remote.Command wraps its whole connection, private key included).
 PUBLIC_FIELDS_OF_SECRET_INPUTS: dict[tuple[str, str], frozenset[str]] = {
-    ("command:remote:Command", "connection"): frozenset(
-        {"host", "port", "user", "dialErrorLimit", "perDialTimeout"}
-    ),
+    ("command:remote:Command", "connection"): frozenset({"host", "port", "user", "dialErrorLimit", "perDialTimeout"}),
 }
 
 
@@ -143,9 +141,7 @@ class RecordingMonitor(sdk_mocks.MockMonitor):
             parent=request.parent or None,
             provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
             dependencies=sorted(set(request.dependencies)),
-            property_dependencies={
-                k: sorted(set(v.urns)) for k, v in request.propertyDependencies.items() if v.urns
-            },
+            property_dependencies={k: sorted(set(v.urns)) for k, v in request.propertyDependencies.items() if v.urns},
             inputs=dict(inputs),
             outputs=dict(outputs),
             options={k: v for k, v in options.items() if v},
@@ -211,6 +207,7 @@ class PlanRun:
     stack_outputs: dict[str, Any]
     secret_values: set[str] = field(default_factory=set)
     seconds: float = 0.0
+    config: dict[str, str] = field(default_factory=dict)
 
     @property
     def resources(self) -> list[Record]:
@@ -267,7 +264,7 @@ def run(
     finally:
         sys.path.remove(str(program_dir))
         settings.SETTINGS.outputs.clear()
-    result = PlanRun(project, stack, dict(monitor.records), outputs)
+    result = PlanRun(project, stack, dict(monitor.records), outputs, config=config)
     result.seconds = time.perf_counter() - started
     result.secret_values = {config[k] for k in secret_keys} | _secret_leaves(result)
     for urn, outs in monitor.registered_outputs.items():
@@ -330,8 +327,7 @@ def _view(v: Any, public: frozenset[str] = frozenset()) -> Any:
 
 def record_view(r: Record) -> dict[str, Any]:
     inputs = {
-        k: _view(v, PUBLIC_FIELDS_OF_SECRET_INPUTS.get((r.type, k), frozenset()))
-        for k, v in sorted(r.inputs.items())
+        k: _view(v, PUBLIC_FIELDS_OF_SECRET_INPUTS.get((r.type, k), frozenset())) for k, v in sorted(r.inputs.items())
     }
     return {
         "urn": r.urn,
@@ -502,7 +498,24 @@ def main(argv: list[str] | None = None) -> int:
     doc = write(result, out_dir)
     text = summary(result, doc, out_dir)
     print("\n".join(text.splitlines()[-4:]) if a.quiet else text)
-    return 0
+    return report_policies(result, out_dir)
+
+
+def report_policies(result: PlanRun, out_dir: Path) -> int:
+    """Run the policy pack offline; write its config and results; 1 if a mandatory one fails."""
+    from stacks import policies
+
+    config = policies.policy_config(policies.stack_config(result))
+    (out_dir / "policy-config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    violations = policies.run(result, config)
+    (out_dir / "policy-results.json").write_text(
+        json.dumps([v.__dict__ for v in violations], indent=1, sort_keys=True) + "\n"
+    )
+    failing = policies.mandatory(violations)
+    print(f"\nPolicies: {len(violations)} violations, {len(failing)} mandatory")
+    for v in violations:
+        print(f"  {v.line()}")
+    return 1 if failing else 0
 
 
 if __name__ == "__main__":

@@ -46,9 +46,7 @@ if ! k3s ctr images ls -q | grep -qxF "docker.io/{image}"; then
 fi
 """,
     )
-    delete = script(
-        host, f"{host}-fastchat-import-delete", f'k3s ctr images rm "docker.io/{image}" || true\n'
-    )
+    delete = script(host, f"{host}-fastchat-import-delete", f'k3s ctr images rm "docker.io/{image}" || true\n')
     return RemoteScript(f"{host}-fastchat-import", host, create, delete)
 
 

@@ -12,10 +12,9 @@ from components.base import Args
 from components.inference import render
 from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET
 
-VLLM_IMAGE = (
-    "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
-)
+VLLM_IMAGE = "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
 SHM_SIZE = "16Gi"
+CAPACITY_ANNOTATION = "capacity.hpc-cluster.io"
 CPU_REQUEST, CPU_LIMIT = "4", "8"
 HOST_MEMORY_BASE_GIB = 8  # beyond the weights, which pass through host memory while loading
 
@@ -60,15 +59,22 @@ class InferenceHost(pulumi.ComponentResource):
                     k8s.core.v1.EnvVarArgs(
                         name="HF_TOKEN",
                         value_from=k8s.core.v1.EnvVarSourceArgs(
-                            secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(
-                                name=HF_TOKEN_SECRET, key="token"
-                            )
+                            secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=HF_TOKEN_SECRET, key="token")
                         ),
                     )
                 )
             self.deployments[m.name] = k8s.apps.v1.Deployment(
                 f"{name}-{m.name}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=m.name, namespace=args.namespace, labels=labels),
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=m.name,
+                    namespace=args.namespace,
+                    labels=labels,
+                    # capacity-model inputs the gpu-memory-budget policy re-checks
+                    annotations={
+                        f"{CAPACITY_ANNOTATION}/params-billion": f"{m.params_billion:g}",
+                        f"{CAPACITY_ANNOTATION}/gpu-index": str(m.gpu_index),
+                    },
+                ),
                 spec=k8s.apps.v1.DeploymentSpecArgs(
                     replicas=1,
                     strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),  # GPUs are not doubled
@@ -95,9 +101,7 @@ class InferenceHost(pulumi.ComponentResource):
                                         },
                                     ),
                                     readiness_probe=k8s.core.v1.ProbeArgs(
-                                        exec_=k8s.core.v1.ExecActionArgs(
-                                            command=render.readiness_command(m.port)
-                                        ),
+                                        exec_=k8s.core.v1.ExecActionArgs(command=render.readiness_command(m.port)),
                                         initial_delay_seconds=30,
                                         period_seconds=10,
                                         timeout_seconds=8,

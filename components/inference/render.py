@@ -32,6 +32,8 @@ class ModelServer:
     tensor_parallel_size: int
     enforce_eager: bool
     trust_remote_code: bool
+    params_billion: float = 0.0
+    gpu_index: int = 0
 
     @property
     def service_url(self) -> str:
@@ -116,6 +118,7 @@ check() {{
 {checks}
 (IFS=,; printf '{{%s}}\\n' "${{verdict[*]}}")
 """,
+        extra_headers={"secret-stdin": "api-key"},
     ).replace("\nhpc_done\n", "\nhpc_done >&2\n")
     delete = script(host, f"{host}-inference-check-delete", 'echo "hpc: nothing to undo"\n')
     return RemoteScript(f"{host}-inference-check", host, create, delete)

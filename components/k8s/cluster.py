@@ -95,9 +95,7 @@ class K3sCluster(pulumi.ComponentResource):
             create=wrap(step.create),
             logging=command_remote.Logging.NONE,
             add_previous_output_in_env=False,
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[server], additional_secret_outputs=["stdout"]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[server], additional_secret_outputs=["stdout"]),
         )
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -108,9 +106,7 @@ class K3sCluster(pulumi.ComponentResource):
         for node, joined in [(args.server, server), *zip(args.agents, agents, strict=True)]:
             k8s.core.v1.NodePatch(
                 f"{node.ssh.name}-labels",
-                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
-                    name=node.ssh.name, labels=node_labels(node.hardware)
-                ),
+                metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=node.ssh.name, labels=node_labels(node.hardware)),
                 opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[joined]),
             )
         self.register_outputs({})

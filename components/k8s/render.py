@@ -119,6 +119,7 @@ if [ "$restart" = 1 ] && systemctl is-active --quiet {unit_name}; then
 fi
 hpc_service_up {unit_name}
 {ready}""",
+        extra_headers={"secret-stdin": "k3s-token"},
     )
     delete = script(
         host,

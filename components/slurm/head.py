@@ -22,9 +22,7 @@ class SlurmHeadArgs(Args):
     ssh: Ssh = Field(description="Connection to the head host.")
     docker: HostDockerArgs = Field(description="The head host's Docker provider and network.")
     network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
-    host_mount: pulumi.Resource = Field(
-        description="The step that mounts the shared volume on the head host."
-    )
+    host_mount: pulumi.Resource = Field(description="The step that mounts the shared volume on the head host.")
     spec: render.ClusterSpec = Field(description="What slurm.conf describes.")
     container_address: str = Field(description="The head container's macvlan address.")
     state_path: str = Field(description="Host path of slurmctld's StateSaveLocation.")
@@ -53,9 +51,7 @@ class SlurmHead(pulumi.ComponentResource):
         host = args.ssh.name
         self.address = args.container_address
         key = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
-        password = random.RandomPassword(
-            f"{name}-db-password", length=DB_PASSWORD_LENGTH, special=False, opts=child
-        )
+        password = random.RandomPassword(f"{name}-db-password", length=DB_PASSWORD_LENGTH, special=False, opts=child)
 
         mount = args.network_storage.apply(lambda ns: ns.local_mount)
         munge_step = mount.apply(lambda mp: steps.munge_key(host, mp))
@@ -101,9 +97,7 @@ class SlurmHead(pulumi.ComponentResource):
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         image = slurm_image(f"{name}-image", "head", args.docker, self)
         volumes = [
-            docker.ContainerVolumeArgs(
-                host_path=steps.CONFIG_DIR, container_path="/etc/slurm", read_only=True
-            ),
+            docker.ContainerVolumeArgs(host_path=steps.CONFIG_DIR, container_path="/etc/slurm", read_only=True),
             docker.ContainerVolumeArgs(
                 host_path=steps.DB_PASSWORD_FILE,
                 container_path="/run/secrets/slurm-db-password",
@@ -124,9 +118,7 @@ class SlurmHead(pulumi.ComponentResource):
             image=image.image_name,
             hostname=host,
             command=["head"],
-            networks_advanced=[
-                docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=self.address)
-            ],
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=self.address)],
             volumes=shared.apply(lambda s: [*volumes, *s]),
             restart="unless-stopped",
             must_run=True,

@@ -44,9 +44,7 @@ def macvlan_network(name: str, args: HostDockerArgs, parent: pulumi.Resource) ->
         name=MACVLAN_NETWORK,
         driver="macvlan",
         options={"parent": args.parent_interface},
-        ipam_configs=[
-            docker.NetworkIpamConfigArgs(subnet=args.subnet, gateway=args.gateway, ip_range=args.ip_range)
-        ],
+        ipam_configs=[docker.NetworkIpamConfigArgs(subnet=args.subnet, gateway=args.gateway, ip_range=args.ip_range)],
         opts=pulumi.ResourceOptions(parent=parent, provider=args.provider),
     )
 

@@ -94,11 +94,7 @@ def slurm_conf(spec: ClusterSpec) -> str:
             "JobAcctGatherType=jobacct_gather/cgroup"
         )
     else:
-        plugins = (
-            "ProctrackType=proctrack/linuxproc\n"
-            "TaskPlugin=task/affinity\n"
-            "JobAcctGatherType=jobacct_gather/linux"
-        )
+        plugins = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\nJobAcctGatherType=jobacct_gather/linux"
     tres = ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in spec.gres_types)])
     nodes = "\n".join(n.line for n in spec.nodes)
     parts = "\n".join(

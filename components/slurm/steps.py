@@ -37,6 +37,7 @@ def munge_key(host: str, mount_point: str) -> RemoteScript:
   || hpc_fail "{mount_point}/munge is missing: is the shared volume mounted?"
 hpc_put_file {sh_quote(key)} 0400 {MUNGE_UID}:{MUNGE_GID} < <(base64 -d)
 """,
+        extra_headers={"secret-stdin": "munge-key"},
     )
     delete = script(host, f"{host}-munge-key-delete", f"rm -f {sh_quote(key)}\n")
     return RemoteScript(f"{host}-munge-key", host, create, delete)
@@ -61,10 +62,9 @@ SLURMDBD_CONF
 hpc_put_file {CONFIG_DIR}/slurmdbd.conf 0600 {SLURM_UID}:{SLURM_GID} \\
   < <(printf '%s\\n' "${{template//{render.DB_PASSWORD_PLACEHOLDER}/$password}}")
 """,
+        extra_headers={"secret-stdin": "db-password"},
     )
-    delete = script(
-        host, f"{host}-slurm-secrets-delete", f"rm -f {DB_PASSWORD_FILE} {CONFIG_DIR}/slurmdbd.conf\n"
-    )
+    delete = script(host, f"{host}-slurm-secrets-delete", f"rm -f {DB_PASSWORD_FILE} {CONFIG_DIR}/slurmdbd.conf\n")
     return RemoteScript(f"{host}-slurm-secrets", host, create, delete)
 
 
@@ -74,6 +74,7 @@ def state_dirs(host: str, state_path: str, db_path: str, allow_destroy: bool) ->
         host,
         f"{host}-slurm-state",
         f"hpc_dir {sh_quote(state_path)} 0700 {SLURM_UID}:{SLURM_GID}\nhpc_mkdir {sh_quote(db_path)}\n",
+        extra_headers={"stateful": "slurm-state+accounting-db", "allow-destroy": str(int(allow_destroy))},
     )
     if allow_destroy:
         body = f"rm -rf --one-file-system {sh_quote(state_path)} {sh_quote(db_path)}\n"
@@ -193,6 +194,7 @@ for i in $(seq 0 $(({gpus} - 1))); do
 done
 echo "hpc: {host}: {gpus} GPUs, driver R$branch"
 """,
+        extra_headers={"min-driver-branch": str(min_branch)},
     )
     delete = script(host, f"{host}-gpu-preflight-delete", 'echo "hpc: nothing to undo"\n')
     return RemoteScript(f"{host}-gpu-preflight", host, create, delete)

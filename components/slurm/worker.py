@@ -49,9 +49,7 @@ class GpuWorker(pulumi.ComponentResource):
         sysctl = remote.run(
             f"{name}-sysctl", args.ssh, steps.sysctl(host, steps.KernelTuning.for_profile(hw)), opts=child
         )
-        preflight = remote.run(
-            f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count), opts=child
-        )
+        preflight = remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count), opts=child)
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         image = slurm_image(f"{name}-image", "worker", args.docker, self)
         devices = [
@@ -67,9 +65,9 @@ class GpuWorker(pulumi.ComponentResource):
             ]
         )
         # What replaces the container; the drain and resume steps are replaced with it.
-        replacement_key = pulumi.Output.all(
-            image.image_name, args.container_address, args.head_address
-        ).apply(lambda parts: "|".join(parts))
+        replacement_key = pulumi.Output.all(image.image_name, args.container_address, args.head_address).apply(
+            lambda parts: "|".join(parts)
+        )
         # Drain before the container is replaced, resume after: both carry the container's
         # replacement key as triggers, so they are replaced (re-run) together with it.
         drain = remote.run_with_triggers(

@@ -34,7 +34,5 @@ class ClientMount(pulumi.ComponentResource):
         step = args.network_storage.apply(
             lambda ns: render.client_mount(host, list(ns.servers), ns.volume, ns.local_mount, layout)
         )
-        self.mount = remote.run_output(
-            f"{name}-fstab", args.ssh, step, opts=pulumi.ResourceOptions(parent=self)
-        )
+        self.mount = remote.run_output(f"{name}-fstab", args.ssh, step, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"mount": self.mount.id})

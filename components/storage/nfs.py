@@ -40,7 +40,7 @@ class NfsGateway(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         conf = render.ganesha_conf(args.export, args.ssh.address)
-        step = render.ganesha_config(host, conf, versions)
+        step = render.ganesha_config(host, conf, versions, args.export.allow_no_root_squash)
         # Ganesha must start after the volume and its owner options exist (data flow, not order).
         stdin = args.network_storage.apply(lambda _: conf)
         self.config = remote.run(

@@ -38,8 +38,6 @@ class StorageNode(pulumi.ComponentResource):
             f"{name}-brick",
             args.ssh,
             render.brick(host, args.brick_path, args.allow_destroy),
-            opts=pulumi.ResourceOptions(
-                parent=self, protect=args.protect, retain_on_delete=not args.allow_destroy
-            ),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=not args.allow_destroy),
         )
         self.register_outputs({"glusterd": self.glusterd.id, "brick": self.brick.id})

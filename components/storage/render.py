@@ -86,6 +86,7 @@ class ExportSpec:
     clients: tuple[IPv4Network, ...]
     squash: str
     grace: bool
+    allow_no_root_squash: bool = False
 
 
 def volume_options(owner_uid: int, owner_gid: int, extra: dict[str, str]) -> dict[str, str]:
@@ -119,7 +120,12 @@ def brick(host: str, path: str, allow_destroy: bool) -> RemoteScript:
     Only creates the directory: once it is a brick, Gluster owns its mode and owner
     (``storage.owner-uid/gid``)."""
     q = sh_quote(path)
-    create = script(host, f"{host}-brick", f"hpc_mkdir {q}\n")
+    create = script(
+        host,
+        f"{host}-brick",
+        f"hpc_mkdir {q}\n",
+        extra_headers={"stateful": "gluster-brick", "allow-destroy": str(int(allow_destroy))},
+    )
     if allow_destroy:
         body = f"""\
 if [ -d {q} ]; then
@@ -193,6 +199,12 @@ if [ "$(g volume info {v} | awk -F': ' '$1 == "Status" {{ print $2 }}')" != "Sta
   hpc_changed "started volume {v}"
 fi
 """,
+        extra_headers={
+            "stateful": "gluster-volume",
+            "replica": str(replica),
+            "arbiter": str(int(spec.arbiter)),
+            "allow-destroy": str(int(spec.allow_destroy)),
+        },
     )
     if spec.allow_destroy:
         body = f"""\
@@ -235,9 +247,7 @@ want() {{
 def ganesha_conf(spec: ExportSpec, fsal_host: str) -> str:
     """ganesha.conf: one FSAL_GLUSTER export, restricted to the cluster's clients."""
     protocols = ", ".join(str(v) for v in sorted(spec.nfs_versions))
-    squash = {"root_squash": "Root_Squash", "all_squash": "All_Squash", "no_root_squash": "No_Root_Squash"}[
-        spec.squash
-    ]
+    squash = {"root_squash": "Root_Squash", "all_squash": "All_Squash", "no_root_squash": "No_Root_Squash"}[spec.squash]
     clients = ", ".join(str(c) for c in spec.clients)
     v3 = 3 in spec.nfs_versions
     return f"""\
@@ -298,7 +308,9 @@ def ganesha_install(host: str, nfs_versions: tuple[int, ...]) -> RemoteScript:
     return RemoteScript(f"{host}-ganesha-install", host, create, delete)
 
 
-def ganesha_config(host: str, conf: str, nfs_versions: tuple[int, ...]) -> RemoteScript:
+def ganesha_config(
+    host: str, conf: str, nfs_versions: tuple[int, ...], allow_no_root_squash: bool = False
+) -> RemoteScript:
     """Install ganesha.conf from stdin; restart NFS-Ganesha only when the file changed."""
     rpcbind = "hpc_service_up rpcbind\n" if 3 in nfs_versions else ""
     create = script(
@@ -314,6 +326,7 @@ hpc_service_up nfs-ganesha
 hpc_wait 30 "NFS-Ganesha to listen on port {NFS_PORT}" bash -c "ss -Hltn 'sport = :{NFS_PORT}' | grep -q ."
 """,
         file=GANESHA_CONF,
+        extra_headers={"allow-no-root-squash": str(int(allow_no_root_squash))},
     )
     delete = script(
         host,
@@ -346,9 +359,7 @@ def client_mount(
     """Mount the volume through /etc/fstab (backup volfile servers) and create the shared dirs."""
     line = fstab_line(servers, volume, mount_point)
     mp = sh_quote(mount_point)
-    dirs = "\n".join(
-        f"hpc_dir {sh_quote(f'{mount_point}/{d.name}')} {d.mode_text} {d.uid}:{d.gid}" for d in layout
-    )
+    dirs = "\n".join(f"hpc_dir {sh_quote(f'{mount_point}/{d.name}')} {d.mode_text} {d.uid}:{d.gid}" for d in layout)
     create = script(
         host,
         f"{host}-mount",

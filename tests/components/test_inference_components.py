@@ -47,9 +47,7 @@ def test_kubeconfig_token_hf_token_and_api_key_are_secret_end_to_end(dev):
 def test_validation_verdict_is_a_stack_output(dev):
     assert "inferenceCheck" in dev.stack_outputs
     deps = set(dev.by_name("inference-check").dependencies)
-    models = {
-        r.urn for r in dev.of_type("kubernetes:apps/v1:Deployment") if r.name.startswith("gpu1-inference-")
-    }
+    models = {r.urn for r in dev.of_type("kubernetes:apps/v1:Deployment") if r.name.startswith("gpu1-inference-")}
     assert len(models) == 5 and models <= deps
 
 

@@ -160,9 +160,7 @@ class Lab:
 
     def up(self) -> Lab:
         d = self.dir
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True
-        )
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
         shutil.copy(d / "client_key.pub", d / "authorized_keys")
         (d / "hosts").write_text(
             "127.0.0.1 localhost\n" + "".join(f"{self.address(i)} {n}\n" for i, n in enumerate(self.names))

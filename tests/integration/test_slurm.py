@@ -412,9 +412,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     bigger = Planned(workers=3)
     before = {r.urn: r for r in planned.result.resources}
     after = {r.urn: r for r in bigger.result.resources}
-    changed = sorted(
-        after[u].name for u in before.keys() & after.keys() if after[u].inputs != before[u].inputs
-    )
+    changed = sorted(after[u].name for u in before.keys() & after.keys() if after[u].inputs != before[u].inputs)
     assert changed == ["head-gres-conf", "head-slurm-conf"]
     assert before.keys() <= after.keys()
     added = {after[u].name for u in after.keys() - before.keys()}
@@ -472,9 +470,7 @@ def test_prod_slurm_conf_is_accepted_by_slurmctld(tmp_path_factory):
         pytest.skip("needs root for network namespaces")
     result = plan.run("prod")
     conf = next(
-        plain(r.inputs["stdin"])
-        for r in result.of_type("command:remote:Command")
-        if r.name == "head01-slurm-conf"
+        plain(r.inputs["stdin"]) for r in result.of_type("command:remote:Command") if r.name == "head01-slurm-conf"
     )
     head = next(
         h
@@ -541,8 +537,6 @@ def test_prod_slurm_conf_is_accepted_by_slurmctld(tmp_path_factory):
             env=os.environ | {"SLURM_CONF": str(d / "slurm.conf")},
             timeout=60,
         )
-        assert (
-            "CPUTot=256" in out.stdout and "RealMemory=2033213" in out.stdout and "gpu:h100:8" in out.stdout
-        )
+        assert "CPUTot=256" in out.stdout and "RealMemory=2033213" in out.stdout and "gpu:h100:8" in out.stdout
     finally:
         lab.down()

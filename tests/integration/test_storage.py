@@ -118,9 +118,7 @@ def test_first_run_builds_a_started_replica_3_volume(lab, planned):
     info = lab.ssh("gl2", "gluster volume info gv0").stdout
     assert "Status: Started" in info and "Type: Replicate" in info
     assert "Number of Bricks: 1 x 3 = 3" in info
-    bricks = [
-        line.split(": ", 1)[1] for line in info.splitlines() if line.startswith("Brick") and ": " in line
-    ]
+    bricks = [line.split(": ", 1)[1] for line in info.splitlines() if line.startswith("Brick") and ": " in line]
     assert bricks == [f"{NET}.{11 + i}:/srv/bricks/gv0/brick" for i in range(3)]
     status = lab.ssh("gl3", "gluster volume status gv0 detail").stdout
     assert status.count("Online               : Y") == 3
@@ -128,8 +126,7 @@ def test_first_run_builds_a_started_replica_3_volume(lab, planned):
     assert "cluster.server-quorum-type               server" in opts
     for h in ("gl1", "gl2", "gl3"):
         assert (
-            lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/munge").stdout.strip()
-            == "700 991:991"
+            lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/munge").stdout.strip() == "700 991:991"
         )
         assert "backup-volfile-servers=10.77.0.12:10.77.0.13" in lab.ssh(h, "cat /etc/fstab").stdout
 

@@ -66,17 +66,13 @@ def test_storage_class_comes_from_the_storage_contract(rendered):
     assert sc["parameters"] == {"server": server, "share": "/gv/k8s"}
     assert sc["mountOptions"] == ["nfsvers=4.1"]
     assert sc["reclaimPolicy"] == {"dev": "Delete", "prod": "Retain"}[stack]
-    pvc = yaml.safe_load(
-        Path(f"{out}/files/k8s/inference/PersistentVolumeClaim-model-cache.yaml").read_text()
-    )
+    pvc = yaml.safe_load(Path(f"{out}/files/k8s/inference/PersistentVolumeClaim-model-cache.yaml").read_text())
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"] and pvc["spec"]["storageClassName"] == "nfs-csi"
 
 
 def test_dev_plan_shows_the_five_models_fastchat_and_the_csi_driver():
     dev = plan.run("dev")
-    deployments = {
-        plan.plain(r.inputs["metadata"])["name"] for r in dev.of_type("kubernetes:apps/v1:Deployment")
-    }
+    deployments = {plan.plain(r.inputs["metadata"])["name"] for r in dev.of_type("kubernetes:apps/v1:Deployment")}
     assert deployments == {
         "llama3-8b",
         "gemma-7b",

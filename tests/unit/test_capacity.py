@@ -19,9 +19,7 @@ def notes_five(gpu_of):
         model("llama3-8b", "meta-llama/Meta-Llama-3-8B-Instruct", 8.03, "bfloat16", 0.25, gpu=gpu_of[0]),
         model("gemma-7b", "google/gemma-1.1-7b-it", 8.54, "bfloat16", 0.27, "fp8", gpu=gpu_of[1]),
         model("decilm-7b", "Deci/DeciLM-7B-instruct", 7.04, "bfloat16", 0.23, "fp8", gpu=gpu_of[2]),
-        model(
-            "phi3", "microsoft/Phi-3-mini-128k-instruct", 3.82, "bfloat16", 0.17, "fp8", 18000, gpu=gpu_of[3]
-        ),
+        model("phi3", "microsoft/Phi-3-mini-128k-instruct", 3.82, "bfloat16", 0.17, "fp8", 18000, gpu=gpu_of[3]),
         model("stablelm", "stabilityai/stablelm-2-1_6b-chat", 1.64, "float16", 0.07, "fp8", gpu=gpu_of[4]),
     ]
 
@@ -96,9 +94,7 @@ def test_dev_stack_capacity_errors_name_the_model(models, key, fragment):
 
     import yaml
 
-    inference = copy.deepcopy(
-        yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]["hpc:inference"]
-    )
+    inference = copy.deepcopy(yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]["hpc:inference"])
     for m, change in zip(inference["models"], models, strict=True):
         m.update(change)
     with pytest.raises(ConfigError) as err:

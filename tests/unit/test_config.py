@@ -78,21 +78,13 @@ CASES = [
     ),
     (
         "gpu worker without gpus",
-        hosts(
-            both(
-                set_([1, "roles"], ["storage", "gpu-worker"]), set_([1, "containerAddress"], "192.168.0.203")
-            )
-        ),
+        hosts(both(set_([1, "roles"], ["storage", "gpu-worker"]), set_([1, "containerAddress"], "192.168.0.203"))),
         "hpc:hosts[1].profile",
         "has no GPUs",
     ),
     (
         "two slurm heads",
-        hosts(
-            both(
-                set_([1, "roles"], ["storage", "slurm-head"]), set_([1, "containerAddress"], "192.168.0.203")
-            )
-        ),
+        hosts(both(set_([1, "roles"], ["storage", "slurm-head"]), set_([1, "containerAddress"], "192.168.0.203"))),
         "hpc:hosts",
         "exactly one slurm-head",
     ),

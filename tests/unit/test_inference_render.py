@@ -21,9 +21,7 @@ def dev_models():
     from stacks.config import parse
 
     raw = yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]
-    cfg = parse(
-        {k.split(":", 1)[1]: v for k, v in raw.items() if k not in ("hpc:sshPrivateKey", "hpc:hfToken")}
-    )
+    cfg = parse({k.split(":", 1)[1]: v for k, v in raw.items() if k not in ("hpc:sshPrivateKey", "hpc:hfToken")})
     return [model_server(m) for m in cfg.inference.models]
 
 

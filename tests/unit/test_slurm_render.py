@@ -34,8 +34,7 @@ def test_prod_node_lines_come_from_ml_prod_v4():
     text = render.slurm_conf(spec_of("prod"))
     assert (
         text.count(
-            "CPUs=256 Boards=1 SocketsPerBoard=2 CoresPerSocket=64 ThreadsPerCore=2 RealMemory=2033213 "
-            "Gres=gpu:h100:8"
+            "CPUs=256 Boards=1 SocketsPerBoard=2 CoresPerSocket=64 ThreadsPerCore=2 RealMemory=2033213 Gres=gpu:h100:8"
         )
         == 8
     )

@@ -122,9 +122,7 @@ def test_volume_delete_keeps_data_unless_allowed():
 
 
 def test_client_mount_creates_the_shared_layout():
-    s = render.client_mount(
-        "h", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (SharedDir("munge", 0o700, 991, 991),)
-    )
+    s = render.client_mount("h", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (SharedDir("munge", 0o700, 991, 991),))
     assert "hpc_dir '/gfsv/munge' 0700 991:991" in s.create
     assert "backup-volfile-servers=10.0.0.2" in s.create
     assert "umount '/gfsv'" in (s.delete or "")

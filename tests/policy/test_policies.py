@@ -1,0 +1,319 @@
+"""Every policy with a violating and a compliant resource; the stacks through make plan's path."""
+
+import subprocess
+import sys
+
+import pytest
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    StackValidationArgs,
+)
+
+from components.scripts import script, wrap
+from policy import rules
+from stacks import plan, policies
+
+OPTS = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+PROTECTED = PolicyResourceOptions(True, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+
+
+def check(fn, rtype, props, opts=OPTS, name="r"):
+    found = []
+    fn(
+        ResourceValidationArgs(rtype, props, f"urn:{name}", name, opts, None),
+        lambda m, urn=None: found.append(m),
+    )
+    return found
+
+
+def stack_check(fn, resources, config=None):
+    found = []
+    res = [PolicyResource(t, p, f"urn:{n}", n, OPTS, None, None, [], {}) for t, n, p in resources]
+    fn(StackValidationArgs(res, config or {}), lambda m, urn=None: found.append(m))
+    return found
+
+
+def step(body="true", file=None, stdin=None, logging=None, **headers):
+    props = {
+        "create": wrap(
+            script("h", "s", body, file=file, extra_headers={k.replace("_", "-"): v for k, v in headers.items()})
+        )
+    }
+    if stdin is not None:
+        props["stdin"] = stdin
+    if logging is not None:
+        props["logging"] = logging
+    return props
+
+
+CMD, DEP = "command:remote:Command", "kubernetes:apps/v1:Deployment"
+
+
+def deployment(
+    image="vllm/vllm-openai:v1@sha256:" + "a" * 64,
+    env=None,
+    limits=None,
+    requests=None,
+    runtime="nvidia",
+    args=None,
+    annotations=None,
+    node="gpu1",
+    name="m",
+):
+    return {
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "runtimeClassName": runtime,
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": image,
+                            "command": ["vllm", "serve"],
+                            "args": args or ["x/y"],
+                            "env": env or [],
+                            "resources": {
+                                "limits": limits
+                                if limits is not None
+                                else {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"},
+                                "requests": requests if requests is not None else {"cpu": "1", "memory": "1Gi"},
+                            },
+                        }
+                    ],
+                }
+            }
+        },
+    }
+
+
+def test_gluster_replica_safe():
+    v = check(rules.gluster_replica_safe, CMD, step(stateful="gluster-volume", replica="2", arbiter="0"))
+    assert v and "replica 2 volume without an arbiter" in v[0]
+    assert not check(rules.gluster_replica_safe, CMD, step(stateful="gluster-volume", replica="2", arbiter="1"))
+    assert not check(rules.gluster_replica_safe, CMD, step(stateful="gluster-volume", replica="3", arbiter="0"))
+
+
+GANESHA = "EXPORT {{ Squash = {squash}; CLIENT {{ Clients = {clients}; }} }}"
+
+
+def test_nfs_export_restricted():
+    f = "/etc/ganesha/ganesha.conf"
+    ok = step(file=f, stdin=GANESHA.format(squash="Root_Squash", clients="10.0.0.0/24"), allow_no_root_squash="0")
+    assert not check(rules.nfs_export_restricted, CMD, ok)
+    world = step(file=f, stdin=GANESHA.format(squash="Root_Squash", clients="*"), allow_no_root_squash="0")
+    assert "open to every address" in check(rules.nfs_export_restricted, CMD, world)[0]
+    noroot = step(
+        file=f, stdin=GANESHA.format(squash="No_Root_Squash", clients="10.0.0.0/24"), allow_no_root_squash="0"
+    )
+    assert "No_Root_Squash without" in check(rules.nfs_export_restricted, CMD, noroot)[0]
+    allowed = step(
+        file=f, stdin=GANESHA.format(squash="No_Root_Squash", clients="10.0.0.0/24"), allow_no_root_squash="1"
+    )
+    assert not check(rules.nfs_export_restricted, CMD, allowed)
+
+
+def test_images_pinned():
+    assert "mutable :latest" in check(rules.images_pinned, DEP, deployment(image="nginx:latest"))[0]
+    assert "has no tag" in check(rules.images_pinned, DEP, deployment(image="nginx"))[0]
+    assert not check(rules.images_pinned, DEP, deployment())
+    assert check(rules.images_pinned, "docker:index/container:Container", {"image": "x/y:latest"})
+    # a build whose base image is not pinned by digest
+    base = check(
+        rules.images_pinned,
+        "docker:index/image:Image",
+        {"imageName": "r/x:1", "build": {"dockerfile": "tests/policy/fixtures/Dockerfile.unpinned"}},
+    )
+    assert "pin the base image by tag and digest" in base[0]
+    assert not check(
+        rules.images_pinned,
+        "docker:index/image:Image",
+        {"imageName": "r/x:1", "build": {"dockerfile": "images/slurm/Dockerfile.head"}},
+    )
+
+
+def test_secrets_stay_secret():
+    assert "logs its output" in check(rules.secrets_stay_secret, CMD, step(secret_stdin="k3s-token"))[0]
+    assert not check(rules.secrets_stay_secret, CMD, step(secret_stdin="k3s-token", logging="none"))
+    assert "environment" in check(rules.secrets_stay_secret, CMD, step() | {"environment": {"K": "v"}})[0]
+    assert "command line" in check(rules.secrets_stay_secret, CMD, step("k3s agent --token=x K3S_TOKEN=abcdefgh12"))[0]
+    literal = deployment(env=[{"name": "HF_TOKEN", "value": "hf_x"}])
+    assert "secretKeyRef" in check(rules.secrets_stay_secret, DEP, literal)[0]
+    ref = deployment(env=[{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}])
+    assert not check(rules.secrets_stay_secret, DEP, ref)
+    assert check(rules.secrets_stay_secret, DEP, deployment(args=["x/y", "--api-key=abc"]))
+
+
+def test_no_default_credentials():
+    assert check(
+        rules.no_default_credentials,
+        "docker:index/image:Image",
+        {"build": {"dockerfile": "tests/policy/fixtures/Dockerfile.unpinned"}},
+    )
+    assert not check(
+        rules.no_default_credentials,
+        "docker:index/image:Image",
+        {"build": {"dockerfile": "images/slurm/Dockerfile.worker"}},
+    )
+    assert check(rules.no_default_credentials, CMD, step("echo 'admin:admin' | chpasswd"))
+    assert check(rules.no_default_credentials, DEP, deployment(env=[{"name": "DB_USER", "value": "admin"}]))
+    assert not check(rules.no_default_credentials, CMD, step("echo hello"))
+
+
+def test_gpu_workloads_set_limits_and_resources():
+    assert (
+        "nvidia.com/gpu limit"
+        in check(rules.gpu_workloads_set_limits, DEP, deployment(limits={"cpu": "1", "memory": "1Gi"}))[0]
+    )
+    assert not check(rules.gpu_workloads_set_limits, DEP, deployment())
+    assert "requests.cpu" in check(rules.workloads_set_resources, DEP, deployment(requests={}))[0]
+    assert not check(rules.workloads_set_resources, DEP, deployment())
+
+
+NODE = (
+    "kubernetes:core/v1:NodePatch",
+    "gpu1-labels",
+    {
+        "metadata": {
+            "name": "gpu1",
+            "labels": {"hpc-cluster.io/gpu-count": "2", "hpc-cluster.io/gpu-memory-gib": "80"},
+        }
+    },
+)
+
+
+def model(name, util, gpu="0", params="8.03"):
+    return (
+        DEP,
+        name,
+        deployment(
+            name=name,
+            annotations={
+                "capacity.hpc-cluster.io/params-billion": params,
+                "capacity.hpc-cluster.io/gpu-index": gpu,
+            },
+            args=[
+                "meta-llama/Meta-Llama-3-8B-Instruct",
+                "--dtype",
+                "bfloat16",
+                "--gpu-memory-utilization",
+                util,
+                "--enforce-eager",
+            ],
+        ),
+    )
+
+
+def test_gpu_memory_budget():
+    assert not stack_check(rules.gpu_memory_budget, [NODE, model("a", "0.45"), model("b", "0.45")])
+    over = stack_check(rules.gpu_memory_budget, [NODE, model("a", "0.6"), model("b", "0.6")])
+    assert over and "GPU 0 is shared by a, b" in over[0]
+    small = stack_check(rules.gpu_memory_budget, [NODE, model("a", "0.1")])
+    assert "does not fit its GPU budget" in small[0]
+    unlabelled = stack_check(rules.gpu_memory_budget, [model("a", "0.4")])
+    assert "no GPU labels" in unlabelled[0]
+
+
+def test_slurm_constrain_devices_and_driver_branch():
+    f = "/etc/slurm/cgroup.conf"
+    assert check(rules.slurm_constrain_devices, CMD, step(file=f, stdin="ConstrainDevices=no\n"))
+    assert not check(rules.slurm_constrain_devices, CMD, step(file=f, stdin="ConstrainDevices=yes\n"))
+    assert "R535" in check(rules.nvidia_driver_branch, CMD, step(min_driver_branch="535"))[0]
+    assert not check(rules.nvidia_driver_branch, CMD, step(min_driver_branch="550"))
+
+
+def test_rack_power_budget():
+    hosts = [{"name": f"gpu0{i}", "rack": "r1", "peakPowerW": 5500} for i in range(1, 5)]
+    over = stack_check(rules.rack_power_budget, [], {"racks": {"r1": 18000}, "hosts": hosts})
+    assert "Rack r1 would draw 22000 W" in over[0] and "above its budget of 18000 W" in over[0]
+    assert not stack_check(rules.rack_power_budget, [], {"racks": {"r1": 25000}, "hosts": hosts})
+
+
+def test_stateful_protected():
+    s = step(stateful="gluster-volume", allow_destroy="0")
+    assert "must be protected" in check(rules.stateful_protected, CMD, s)[0]
+    assert not check(rules.stateful_protected, CMD, s, opts=PROTECTED)
+    assert not check(rules.stateful_protected, CMD, step(stateful="gluster-volume", allow_destroy="1"))
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stacks_pass_every_mandatory_policy_through_the_plan_path(stack):
+    result = plan.run(stack)
+    violations = policies.run(result)
+    assert policies.mandatory(violations) == []
+    if stack == "prod":
+        assert violations == []  # prod: not even advisories
+
+
+def test_prod_levels_come_from_the_stack():
+    conf = policies.policy_config(policies.stack_config(plan.run("prod")))
+    assert conf["gluster-replica-safe"]["enforcementLevel"] == "mandatory"
+    assert conf["rack-power-budget"]["enforcementLevel"] == "mandatory"
+    assert conf["rack-power-budget"]["racks"]["r2"] == 18000
+
+
+def test_make_plan_fails_on_a_mandatory_violation(tmp_path):
+    import yaml
+
+    racks = yaml.safe_load((plan.ROOT / "Pulumi.prod.yaml").read_text())["config"]["hpc:racks"]
+    racks["r2"] = {"powerBudgetW": 12000}
+    import json
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stacks.plan",
+            "--stack",
+            "prod",
+            "--out",
+            str(tmp_path / "p"),
+            "--quiet",
+            "--set",
+            f"hpc:racks={json.dumps(racks)}",
+        ],
+        cwd=plan.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[mandatory] rack-power-budget: Rack r2 would draw 16500 W" in proc.stdout
+
+
+def test_the_pack_entry_point_assembles_the_same_policies():
+    import runpy
+
+    import pulumi_policy
+
+    captured = {}
+    original = pulumi_policy.PolicyPack.__init__
+
+    def capture(self, name, policies, enforcement_level=None, **kw):
+        captured.update(name=name, policies=policies)
+
+    pulumi_policy.PolicyPack.__init__ = capture  # PolicyPack() would start a gRPC server and block
+    try:
+        runpy.run_path(str(plan.ROOT / "policy"), run_name="__main__")
+    finally:
+        pulumi_policy.PolicyPack.__init__ = original
+    assert captured["name"] == "hpc-cluster"
+    assert [p.name for p in captured["policies"]] == [p.name for p in rules.POLICIES]
+    assert {p.name for p in rules.POLICIES} >= {
+        "gluster-replica-safe",
+        "nfs-export-restricted",
+        "images-pinned",
+        "secrets-stay-secret",
+        "no-default-credentials",
+        "gpu-memory-budget",
+        "gpu-workloads-set-limits",
+        "workloads-set-resources",
+        "slurm-constrain-devices",
+        "rack-power-budget",
+        "stateful-protected",
+        "nvidia-driver-branch",
+    }
