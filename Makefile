@@ -7,7 +7,7 @@ STACK ?= dev
 BASE ?= origin/main
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: venv plan plan-all test lint unit integration preview up clean
+.PHONY: venv plan plan-all plan-diff test lint unit integration preview up clean
 
 venv: $(VENV)/.installed
 
@@ -22,6 +22,9 @@ plan: venv
 plan-all: venv
 	$(PY) -m stacks.plan --stack dev --quiet
 	$(PY) -m stacks.plan --stack prod --quiet
+
+plan-diff: venv
+	$(PY) -m stacks.plan_diff --base $(BASE) --stack $(STACK) --out build/plan-diff-$(STACK).md
 
 lint: venv
 	$(VENV)/bin/ruff check .
