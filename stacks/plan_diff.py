@@ -81,7 +81,8 @@ def diff(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> str:
     b, h = base.resources, head.resources
     added = sorted(h.keys() - b.keys())
     removed = sorted(b.keys() - h.keys())
-    updated, replaced = [], []
+    updated: list[tuple[str, list[str]]] = []
+    replaced: list[tuple[str, list[str]]] = []
     for urn in sorted(b.keys() & h.keys()):
         keys = changed_keys(b[urn].get("inputs", {}), h[urn].get("inputs", {}))
         if not keys:
