@@ -7,7 +7,7 @@ STACK ?= dev
 BASE ?= origin/main
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: venv plan plan-all plan-diff test lint unit integration preview up clean
+.PHONY: venv plan plan-all plan-diff test lint unit integration bench preview up clean
 
 venv: $(VENV)/.installed
 
@@ -38,6 +38,9 @@ unit: venv
 
 integration: venv
 	$(VENV)/bin/pytest -m integration
+
+bench: venv
+	$(PY) -m benchmarks.run
 
 define need_pulumi
 	@command -v pulumi >/dev/null || { \

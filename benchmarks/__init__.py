@@ -1,0 +1,1 @@
+"""Benchmarks (make bench): plan scale, deployment critical path, change minimality."""

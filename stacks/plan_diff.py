@@ -43,11 +43,15 @@ class Snapshot:
     @classmethod
     def load(cls, out: Path) -> Snapshot:
         doc = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else {"resources": []}
-        files = {
-            str(p.relative_to(out / "files")): p.read_text()
-            for p in sorted((out / "files").rglob("*"))
-            if p.is_file()
-        } if (out / "files").exists() else {}
+        files = (
+            {
+                str(p.relative_to(out / "files")): p.read_text()
+                for p in sorted((out / "files").rglob("*"))
+                if p.is_file()
+            }
+            if (out / "files").exists()
+            else {}
+        )
         results = out / "policy-results.json"
         return cls(doc, files, json.loads(results.read_text()) if results.exists() else [])
 
@@ -89,8 +93,10 @@ def diff(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> str:
             continue
         meta_b = b[urn]["inputs"].get("metadata") or {}
         meta_h = h[urn]["inputs"].get("metadata") or {}
-        renamed = isinstance(meta_b, dict) and isinstance(meta_h, dict) and any(
-            meta_b.get(k) != meta_h.get(k) for k in ("name", "namespace")
+        renamed = (
+            isinstance(meta_b, dict)
+            and isinstance(meta_h, dict)
+            and any(meta_b.get(k) != meta_h.get(k) for k in ("name", "namespace"))
         )
         (replaced if replaces(h[urn], keys) or renamed else updated).append((urn, keys))
 
@@ -104,14 +110,19 @@ def diff(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> str:
             stateful.append(f"- **replaced** `{h[urn]['name']}` holds **{held}** (changed: {', '.join(keys)})")
     for urn, keys in updated:
         if held := stateful_of(h[urn]):
-            stateful.append(f"- **changed** `{h[urn]['name']}` holds **{held}** (changed: {', '.join(keys)}); "
-                            "check the diff below: a changed layout is refused on the host, not forced")
+            stateful.append(
+                f"- **changed** `{h[urn]['name']}` holds **{held}** (changed: {', '.join(keys)}); "
+                "check the diff below: a changed layout is refused on the host, not forced"
+            )
     if stateful:
         lines += ["### :warning: STATEFUL RESOURCES AFFECTED", "", *stateful, ""]
 
     total = len(added) + len(removed) + len(updated) + len(replaced)
-    lines += [f"**{len(added)} to add, {len(updated)} to update, {len(replaced)} to replace, "
-              f"{len(removed)} to remove** ({total} changes, {len(h)} resources after).", ""]
+    lines += [
+        f"**{len(added)} to add, {len(updated)} to update, {len(replaced)} to replace, "
+        f"{len(removed)} to remove** ({total} changes, {len(h)} resources after).",
+        "",
+    ]
 
     def table(title: str, rows: list[tuple[dict[str, Any], list[str]]]) -> None:
         if rows:
@@ -124,17 +135,23 @@ def diff(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> str:
     table("Replaced", [(h[u], k) for u, k in replaced])
     table("Updated", [(h[u], k) for u, k in updated])
 
-    changed_files = sorted(
-        p for p in base.files.keys() | head.files.keys() if base.files.get(p) != head.files.get(p)
-    )
+    changed_files = sorted(p for p in base.files.keys() | head.files.keys() if base.files.get(p) != head.files.get(p))
     if changed_files:
         lines += ["### Rendered files", ""]
         for path in changed_files:
             before = base.files.get(path, "").splitlines(keepends=True)
             after = head.files.get(path, "").splitlines(keepends=True)
             body = "".join(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
-            lines += [f"<details><summary><code>{path}</code></summary>", "", "```diff", body.rstrip(), "```",
-                      "", "</details>", ""]
+            lines += [
+                f"<details><summary><code>{path}</code></summary>",
+                "",
+                "```diff",
+                body.rstrip(),
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
 
     lines += ["### Policies", ""]
     if head.policies:
@@ -151,7 +168,10 @@ def plan_into(out: Path, cwd: Path, stack: str) -> None:
         return  # the base predates the plan: everything is new
     proc = subprocess.run(
         [sys.executable, "-m", "stacks.plan", "--stack", stack, "--out", str(out), "--quiet"],
-        cwd=cwd, capture_output=True, text=True, timeout=1800,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if proc.returncode not in (0, 1) or not (out / "plan.json").exists():
         raise RuntimeError(f"planning {stack} in {cwd} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -165,8 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hpc-plan-diff-") as tmp:
         t = Path(tmp)
-        subprocess.run(["git", "worktree", "add", "--detach", str(t / "base"), a.base],
-                       cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(t / "base"), a.base], cwd=ROOT, check=True, capture_output=True
+        )
         try:
             plan_into(t / "base-plan", t / "base", a.stack)
         finally:

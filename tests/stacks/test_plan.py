@@ -74,8 +74,9 @@ def test_summary_shows_tree_counts_secrets_and_time(written):
     assert f"!! command:remote:Command  {head}-slurm-state  [protect, retainOnDelete]" in stdout
     assert "!! command:remote:Command  gv0-volume  [protect, retainOnDelete]" in stdout
     assert "[component]" in stdout and "Resources by type:" in stdout
-    assert re.search(r"^\d+ resources, \d+ with secret inputs, \d+ secret values kept out of the plan, [\d.]+s$",
-                     stdout, re.M)
+    assert re.search(
+        r"^\d+ resources, \d+ with secret inputs, \d+ secret values kept out of the plan, [\d.]+s$", stdout, re.M
+    )
 
 
 def test_rendered_scripts_pass_shellcheck(written):

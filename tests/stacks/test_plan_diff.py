@@ -24,16 +24,29 @@ def revise(repo, edit, message):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     subprocess.run([*git, "commit", "-qam", message], cwd=repo, check=True)
-    proc = subprocess.run([sys.executable, "-m", "stacks.plan_diff", "--base", "HEAD~1", "--stack", "dev"],
-                          cwd=repo, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stacks.plan_diff", "--base", "HEAD~1", "--stack", "dev"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
 def test_adding_a_gpu_worker(clone):
     def add(c):
-        c["hpc:hosts"].append({"name": "gpu2", "address": "192.168.0.111", "sshUser": "pi", "profile": "a100x2-80g",
-                               "roles": ["gpu-worker"], "containerAddress": "192.168.0.203"})
+        c["hpc:hosts"].append(
+            {
+                "name": "gpu2",
+                "address": "192.168.0.111",
+                "sshUser": "pi",
+                "profile": "a100x2-80g",
+                "roles": ["gpu-worker"],
+                "containerAddress": "192.168.0.203",
+            }
+        )
 
     md = revise(clone, add, "add gpu2")
     assert "STATEFUL" not in md
