@@ -46,6 +46,11 @@ def script(
     return "\n".join([*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), "hpc_done", ""])
 
 
+def no_undo(host: str, step: str) -> str:
+    """The delete script of a step that leaves nothing behind to remove."""
+    return script(host, f"{step}-delete", 'echo "hpc: nothing to undo"\n')
+
+
 @dataclass(frozen=True)
 class RemoteScript:
     """One remote step: what to run on create, what undoes it, and the file it installs."""

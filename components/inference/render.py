@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from components.scripts import RemoteScript, script
+from components.scripts import RemoteScript, no_undo, script
 
 API_KEY_PLACEHOLDER = "@@VLLM_API_KEY@@"
 MODEL_CACHE_MOUNT = "/models"
@@ -120,5 +120,5 @@ check() {{
 """,
         extra_headers={"secret-stdin": "api-key"},
     ).replace("\nhpc_done\n", "\nhpc_done >&2\n")
-    delete = script(host, f"{host}-inference-check-delete", 'echo "hpc: nothing to undo"\n')
+    delete = no_undo(host, f"{host}-inference-check")
     return RemoteScript(f"{host}-inference-check", host, create, delete)

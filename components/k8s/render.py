@@ -8,7 +8,7 @@ nothing is downloaded; another version: the binary is replaced and the service r
 
 from __future__ import annotations
 
-from components.scripts import RemoteScript, script
+from components.scripts import RemoteScript, no_undo, script
 
 RELEASES = "https://github.com/k3s-io/k3s/releases/download"
 K3S_DIR = "/etc/rancher/k3s"
@@ -146,5 +146,5 @@ sed 's#https://127.0.0.1:{API_PORT}#https://{address}:{API_PORT}#' {KUBECONFIG}
     )
     # stdout is the kubeconfig itself: the result line goes to stderr.
     create = create.replace("\nhpc_done\n", "\nhpc_done >&2\n")
-    delete = script(host, f"{host}-kubeconfig-delete", 'echo "hpc: nothing to undo"\n')
+    delete = no_undo(host, f"{host}-kubeconfig")
     return RemoteScript(f"{host}-kubeconfig", host, create, delete)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from components.accounts import MUNGE_GID, MUNGE_UID, SLURM_GID, SLURM_UID
 from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
-from components.scripts import RemoteScript, script, sh_quote
+from components.scripts import RemoteScript, no_undo, script, sh_quote
 from components.slurm import render
 
 CONFIG_DIR = "/etc/slurm"  # on the head host; mounted at the same path in the head container
@@ -196,7 +196,7 @@ echo "hpc: {host}: {gpus} GPUs, driver R$branch"
 """,
         extra_headers={"min-driver-branch": str(min_branch)},
     )
-    delete = script(host, f"{host}-gpu-preflight-delete", 'echo "hpc: nothing to undo"\n')
+    delete = no_undo(host, f"{host}-gpu-preflight")
     return RemoteScript(f"{host}-gpu-preflight", host, create, delete)
 
 
@@ -221,7 +221,7 @@ fi
 """,
         extra_headers={"runs-for": node},
     )
-    delete = script(head, f"{node}-drain-delete", 'echo "hpc: nothing to undo"\n')
+    delete = no_undo(head, f"{node}-drain")
     return RemoteScript(f"{node}-drain", head, create, delete)
 
 
@@ -240,5 +240,5 @@ fi
 """,
         extra_headers={"runs-for": node},
     )
-    delete = script(head, f"{node}-resume-delete", 'echo "hpc: nothing to undo"\n')
+    delete = no_undo(head, f"{node}-resume")
     return RemoteScript(f"{node}-resume", head, create, delete)
