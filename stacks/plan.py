@@ -42,11 +42,12 @@ from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
 from components import scripts
-from stacks.config import ConfigError
+from stacks.config import NAMESPACE, SECRET_KEYS, ConfigError
 from stacks.mocks import PlanMocks, plain, stand_in_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_MARK = "[secret]"
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 UNKNOWN_MARK = "[computed]"
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Secret inputs that are secret as a whole only because the SDK wraps them: these fields are
@@ -120,6 +121,13 @@ class RecordingMonitor(sdk_mocks.MockMonitor):
         self.records: dict[str, Record] = {}
         self.registered_outputs: dict[str, Any] = {}
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The engine's URN: children of the root stack carry no parent type (the SDK's mock
+        monitor adds ``pulumi:pulumi:Stack$``, which no real URN has; found by a real preview)."""
+        if parent and parent.split("::")[2].split("$")[-1] == ROOT_STACK_TYPE:
+            parent = ""
+        return super().make_urn(parent, type_, name)
+
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         self._local.request, self._local.seen = request, ({}, {})
         response = super().RegisterResource(request)
@@ -172,9 +180,17 @@ def _config_text(v: Any) -> str:
 def load_stack_config(
     stack: str, project: str, overrides: dict[str, Any] | None = None, program_dir: Path = ROOT
 ) -> tuple[dict[str, str], list[str]]:
-    """``Pulumi.<stack>.yaml`` as the engine passes it: flat 'ns:key' -> string, secret keys."""
+    """``Pulumi.<stack>.yaml`` as the engine passes it: flat 'ns:key' -> string, secret keys.
+
+    The committed stack files hold no secrets: an operator adds them with ``pulumi config set
+    --secret`` after ``pulumi stack init``. Here each secret key the program reads
+    (``config.SECRET_KEYS``) that the file lacks, or holds as ciphertext this plan cannot decrypt,
+    gets a stand-in that stays marked secret; an override of ``None`` removes a key for good.
+    """
     raw = yaml.safe_load((program_dir / f"Pulumi.{stack}.yaml").read_text()) or {}
     entries = dict(raw.get("config") or {})
+    for key in SECRET_KEYS:
+        entries.setdefault(f"{NAMESPACE}:{key}", {"secure": "stand-in"})
     for key, value in (overrides or {}).items():
         if value is None:
             entries.pop(key, None)
