@@ -7,7 +7,7 @@ STACK ?= dev
 BASE ?= origin/main
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: venv plan plan-all plan-diff test lint unit integration bench preview up clean
+.PHONY: venv plan plan-all plan-diff test lint unit integration engine-test bench engine preview up clean
 
 venv: $(VENV)/.installed
 
@@ -34,7 +34,10 @@ test: lint
 	$(VENV)/bin/pytest
 
 unit: venv
-	$(VENV)/bin/pytest -m "not integration"
+	$(VENV)/bin/pytest -m "not integration and not engine"
+
+engine-test: venv engine
+	$(VENV)/bin/pytest -m engine
 
 integration: venv
 	$(VENV)/bin/pytest -m integration
@@ -42,19 +45,34 @@ integration: venv
 bench: venv
 	$(PY) -m benchmarks.run
 
+engine:
+	bash tools/engine/build.sh
+
+# preview/up use a pulumi already on PATH; else the one `make engine` built (.engine/bin, with
+# PULUMI_HOME=.engine/home): no plugin download, no update check. .venv/bin first for the policy pack.
+ENGINE_ENV = PATH="$(CURDIR)/$(VENV)/bin:$$PATH:$(CURDIR)/.engine/bin" \
+	PULUMI_BACKEND_URL=$(PULUMI_BACKEND_URL) PULUMI_SKIP_UPDATE_CHECK=true \
+	$$(command -v pulumi >/dev/null || echo PULUMI_HOME=$(CURDIR)/.engine/home \
+	  PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true PULUMI_IGNORE_AMBIENT_PLUGINS=true)
+
 define need_pulumi
-	@command -v pulumi >/dev/null || { \
-	  echo "The Pulumi CLI is not installed. Install it (https://www.pulumi.com/docs/install/)," >&2; \
-	  echo "or run 'make plan STACK=$(STACK)' for the offline plan." >&2; exit 1; }
+	@command -v pulumi >/dev/null || [ -x .engine/bin/pulumi ] || { \
+	  echo "No Pulumi CLI: run 'make engine' (builds it from Go modules) or install one;" >&2; \
+	  echo "'make plan STACK=$(STACK)' shows the offline plan." >&2; exit 1; }
+	@mkdir -p $(patsubst file://%,%,$(PULUMI_BACKEND_URL))
 endef
 
 preview: venv
 	$(need_pulumi)
-	PULUMI_BACKEND_URL=$(PULUMI_BACKEND_URL) pulumi preview --stack $(STACK) --diff
+	$(PY) -m stacks.plan --stack $(STACK) --quiet
+	env $(ENGINE_ENV) pulumi preview --stack $(STACK) --diff --policy-pack policy \
+	  --policy-pack-config build/$(STACK)/policy-config.json
 
 up: venv
 	$(need_pulumi)
-	PULUMI_BACKEND_URL=$(PULUMI_BACKEND_URL) pulumi up --stack $(STACK)
+	$(PY) -m stacks.plan --stack $(STACK) --quiet
+	env $(ENGINE_ENV) pulumi up --stack $(STACK) --policy-pack policy \
+	  --policy-pack-config build/$(STACK)/policy-config.json
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -18,7 +18,8 @@ REQUIRE_INTEGRATION = os.environ.get("HPC_REQUIRE_INTEGRATION") == "1"
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
     report = outcome.get_result()
-    if REQUIRE_INTEGRATION and report.skipped and item.get_closest_marker("integration"):
+    real = item.get_closest_marker("integration") or item.get_closest_marker("engine")
+    if REQUIRE_INTEGRATION and report.skipped and real:
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.longrepr = f"integration test skipped while HPC_REQUIRE_INTEGRATION=1: {reason}"
+        report.longrepr = f"real-daemon/engine test skipped while HPC_REQUIRE_INTEGRATION=1: {reason}"
