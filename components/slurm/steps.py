@@ -20,7 +20,7 @@ HEAD_CONTAINER = "slurm-head"
 WORKER_CONTAINER = "slurm-worker"
 DRAIN_REASON = "hpc-cluster: replacing the slurmd container"
 DRAIN_TIMEOUT_S = 600
-CONTROLLER_RESTART_TIMEOUT_S = 120
+CONTROLLER_RECONFIGURE_TIMEOUT_S = 120
 PAGE_SIZE = 4096
 MIB = 1024 * 1024
 
@@ -89,36 +89,24 @@ def state_dirs(host: str, state_path: str, db_path: str, allow_destroy: bool) ->
 def config_file(host: str, name: str, content: str) -> RemoteScript:
     """One Slurm config file on the head; a running controller picks up a changed file.
 
-    Slurm 22.05 cannot add or remove nodes with ``scontrol reconfigure`` (it exits with "node
-    count has changed ... You have to restart slurmctld"), so when slurm.conf's node list
-    changes the head container restarts (state is on the durable path) before the reconfigure
-    that makes the configless workers fetch the new files. Workers are never restarted."""
+    Slurm 24.11's ``scontrol reconfigure`` restarts slurmctld in place and so also adds or
+    removes nodes (22.05 refused that and needed a container restart; the Slurm suite proves
+    24.11 on real daemons); the configless workers then fetch the new files. Workers are never
+    restarted."""
     path = f"{CONFIG_DIR}/{name}"
     step = f"{host}-{name.replace('.', '-')}"
-    before, restart = "", ""
-    if name == "slurm.conf":
-        before = f"""\
-nodes() {{ grep -o '^NodeName=[^ ]*' | sort; }}
-old_nodes=$(nodes <{path} 2>/dev/null || true)
-"""
-        restart = f"""\
-  if [ "$old_nodes" != "$(nodes <{path})" ]; then
-    docker restart {HEAD_CONTAINER} >/dev/null
-    hpc_wait {CONTROLLER_RESTART_TIMEOUT_S} "slurmctld after the restart" \\
-      bash -c "docker exec {HEAD_CONTAINER} scontrol ping | grep -q 'is UP'"
-    hpc_changed "restarted slurmctld (the node list changed)"
-  fi
-"""
     create = script(
         host,
         step,
         f"""\
 mkdir -p {CONFIG_DIR}
 content=$(cat)
-{before}hpc_put_file {path} 0644 0:0 < <(printf '%s\\n' "$content")
+hpc_put_file {path} 0644 0:0 < <(printf '%s\\n' "$content")
 running() {{ docker inspect -f '{{{{.State.Running}}}}' {HEAD_CONTAINER} 2>/dev/null | grep -qx true; }}
 if hpc_file_changed && running; then
-{restart}  docker exec {HEAD_CONTAINER} scontrol reconfigure
+  docker exec {HEAD_CONTAINER} scontrol reconfigure
+  hpc_wait {CONTROLLER_RECONFIGURE_TIMEOUT_S} "slurmctld after the reconfigure" \\
+    bash -c "docker exec {HEAD_CONTAINER} scontrol ping | grep -q 'is UP'"
   hpc_changed "scontrol reconfigure"
 fi
 """,

@@ -26,9 +26,11 @@ def test_secret_steps_read_stdin_and_embed_no_secret():
     assert "hpc_put_file /etc/slurm/slurmdbd.conf 0600 64030:64030" in sec.create
 
 
-def test_only_slurm_conf_restarts_the_controller_on_a_node_list_change():
-    assert "docker restart slurm-head" in steps.config_file("h", "slurm.conf", "x").create
-    assert "docker restart" not in steps.config_file("h", "gres.conf", "x").create
+def test_a_changed_config_file_reconfigures_and_never_restarts_the_controller():
+    for name in ("slurm.conf", "gres.conf", "cgroup.conf"):
+        create = steps.config_file("h", name, "x").create
+        assert "docker exec slurm-head scontrol reconfigure" in create
+        assert "docker restart" not in create  # Slurm 24.11 adds nodes on reconfigure (Slurm suite)
 
 
 def test_preflight_message_names_the_minimum_branch():

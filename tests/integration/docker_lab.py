@@ -1,0 +1,318 @@
+"""Real Docker engines for the lab, and the plan's docker records applied through the Docker API.
+
+* One ``dockerd`` per test host, started inside that host's namespaces (``nsenter``, not
+  ``ip netns exec``, which remounts /sys and hides the cgroup mounts dockerd needs), with no
+  bridge and no iptables rules: the hosts' containers use the plan's macvlan network only.
+* A builder ``dockerd`` on this machine, also without bridge or iptables, builds the images with
+  the host's network (the test hosts have no route to the Debian mirror; pulumi would build on
+  each host). Built images move to the host daemons with ``docker save``/``load``.
+* The base image: ``debian:<suite>`` from debootstrap (minbase) out of the Debian mirror apt uses,
+  registered under the Dockerfiles' pinned ``debian:<tag>@sha256:<digest>`` (a test-only
+  mapping in the daemon's repositories.json: no registry is reachable here). The Dockerfiles are
+  built unchanged.
+* Builds are cached per user (``~/.cache/hpc-cluster/images``) by image name, which carries the
+  build context's hash, and the base by suite: a warm run loads tarballs instead of building.
+
+Every daemon is stopped by PID; ``net.ipv4.ip_forward``, which dockerd sets, is restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+from docker import types as dtypes
+
+from stacks.mocks import plain
+from stacks.plan import ROOT, Record
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hpc-cluster" / "images"
+DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 60
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def mirror() -> str:
+    """The Debian mirror apt uses on this machine."""
+    match = re.search(r"^URIs:\s*(\S+)", DEBIAN_SOURCES.read_text(), re.M)
+    assert match, f"no URIs in {DEBIAN_SOURCES}"
+    return match.group(1)
+
+
+def pinned_bases(dockerfile: Path) -> list[str]:
+    return re.findall(r"^FROM\s+(\S+@sha256:[0-9a-f]{64})", dockerfile.read_text(), re.M)
+
+
+class Dockerd:
+    """One Docker daemon; inside a test host's namespaces when ``holder`` (its PID) is given."""
+
+    def __init__(self, root: Path, holder: int | None = None, listen: list[str] | None = None):
+        self.root = root
+        self.holder = holder
+        self.listen = listen or []  # more sockets, e.g. the host's default for its docker CLI
+        self.sock = root / "docker.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+        root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def api(self) -> docker.APIClient:
+        return docker.APIClient(base_url=f"unix://{self.sock}", version="auto", timeout=600)
+
+    def start(self) -> Dockerd:
+        argv = [
+            "dockerd", "-H", f"unix://{self.sock}", "--data-root", str(self.root / "data"),
+            "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"),
+            "--storage-driver=overlay2", "--bridge=none", "--iptables=false", "--ip6tables=false",
+            *(f"-H{s}" for s in self.listen),
+        ]  # fmt: skip
+        if self.holder is not None:
+            argv = ["nsenter", "-t", str(self.holder), "-m", "-u", "-n", "--", *argv]
+        with open(self.root / "dockerd.log", "ab") as log:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"dockerd exited: {self.log_tail()}")
+            try:
+                if self.sock.exists() and self.api.ping():
+                    return self
+            except docker.errors.DockerException:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"dockerd did not answer in {START_TIMEOUT_S}s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """Stop the daemon by PID (it stops its containers first; live-restore is off)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log_tail(self, lines: int = 15) -> str:
+        path = self.root / "dockerd.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    # ---- images --------------------------------------------------------------------------------
+    def map_base(self, rootfs_tar: Path, pinned: str) -> None:
+        """Import the debootstrapped rootfs as ``repo:tag`` and register it under ``pinned``'s
+        digest too (restarts the daemon: it reads repositories.json only at start)."""
+        name, digest = pinned.split("@", 1)
+        repo, tag = name.rsplit(":", 1)
+        with open(rootfs_tar, "rb") as f:
+            self.api.import_image_from_data(f.read(), repository=repo, tag=tag)
+        self.stop()
+        path = self.root / "data" / "image" / "overlay2" / "repositories.json"
+        data = json.loads(path.read_text())
+        refs = data["Repositories"][repo]
+        refs[f"{repo}@{digest}"] = refs[name]
+        path.write_text(json.dumps(data))
+        self.start()
+
+    def build(self, record: Record) -> str:
+        """Build a recorded docker.Image: its context, Dockerfile, platform and image name."""
+        inputs = plain(record.inputs)
+        build, tag = inputs["build"], inputs["imageName"]
+        context = ROOT / build["context"]
+        dockerfile = os.path.relpath(ROOT / build["dockerfile"], context)
+        log = []
+        for chunk in self.api.build(path=str(context), dockerfile=dockerfile, tag=tag, platform=build.get("platform"),
+                                    network_mode="host", rm=True, forcerm=True, decode=True):
+            log.append(chunk.get("stream", "") or chunk.get("error", ""))
+            if "error" in chunk:
+                raise RuntimeError(f"build of {tag} failed: {chunk['error']}\n{''.join(log[-20:])}")
+        return tag
+
+    def save(self, tag: str, out: Path) -> None:
+        tmp = out.with_suffix(".part")
+        with open(tmp, "wb") as f:
+            for chunk in self.api.get_image(tag):
+                f.write(chunk)
+        tmp.rename(out)
+
+    def load(self, tar: Path) -> None:
+        with open(tar, "rb") as f:
+            for _ in self.api.load_image(f):
+                pass
+
+    def image_size(self, tag: str) -> int:
+        return int(self.api.inspect_image(tag)["Size"])
+
+    # ---- the plan's network and container records ----------------------------------------------
+    def create_network(self, record: Record) -> str:
+        inputs = plain(record.inputs)
+        pools = [
+            dtypes.IPAMPool(subnet=c["subnet"], gateway=c.get("gateway"), iprange=c.get("ipRange"))
+            for c in inputs.get("ipamConfigs", [])
+        ]
+        net = self.api.create_network(
+            inputs["name"], driver=inputs.get("driver"), options=inputs.get("options"),
+            ipam=dtypes.IPAMConfig(pool_configs=pools),
+        )  # fmt: skip
+        return str(net["Id"])
+
+    def run_container(self, record: Record, replace: bool = False) -> str:
+        """Create and start a recorded docker.Container with every input the program sets."""
+        spec = plain(record.inputs)
+        known = {"name", "image", "hostname", "command", "envs", "hosts", "networksAdvanced", "devices", "volumes",
+                 "cgroupnsMode", "capabilities", "restart", "mustRun"}
+        assert set(spec) <= known, f"inputs the test does not apply: {sorted(set(spec) - known)}"
+        if replace:
+            self.remove_container(spec["name"])
+        binds = {
+            v["hostPath"]: {"bind": v["containerPath"], "mode": "ro" if v.get("readOnly") else "rw"}
+            for v in spec.get("volumes", [])
+        }
+        host_config = self.api.create_host_config(
+            binds=binds,
+            devices=[
+                f"{d['hostPath']}:{d['containerPath']}:{d.get('permissions', 'rwm')}" for d in spec.get("devices", [])
+            ],
+            extra_hosts={h["host"]: h["ip"] for h in spec.get("hosts", [])},
+            cap_add=(spec.get("capabilities") or {}).get("adds"),
+            restart_policy={"Name": spec["restart"]} if spec.get("restart") else None,
+            cgroupns=spec.get("cgroupnsMode"),
+        )
+        nets = spec.get("networksAdvanced", [])
+        networking = None
+        if nets:
+            networking = self.api.create_networking_config(
+                {n["name"]: self.api.create_endpoint_config(ipv4_address=n.get("ipv4Address")) for n in nets}
+            )
+            host_config["NetworkMode"] = nets[0]["name"]
+        created = self.api.create_container(
+            spec["image"], command=spec.get("command"), name=spec["name"], hostname=spec.get("hostname"),
+            environment=spec.get("envs"), host_config=host_config, networking_config=networking,
+        )  # fmt: skip
+        if spec.get("mustRun", True):
+            self.api.start(created["Id"])
+        return str(created["Id"])
+
+    def remove_container(self, name: str) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self.api.remove_container(name, force=True)
+
+    def health(self, name: str) -> str:
+        state = self.api.inspect_container(name)["State"]
+        return str((state.get("Health") or {}).get("Status", "none"))
+
+    def exec(self, name: str, cmd: str, user: str = "", workdir: str | None = None) -> tuple[int, str]:
+        e = self.api.exec_create(name, ["bash", "-c", cmd], user=user, workdir=workdir)
+        out = self.api.exec_start(e["Id"]).decode(errors="replace")
+        return int(self.api.exec_inspect(e["Id"])["ExitCode"]), out
+
+
+# ---- a resolver for the lab -------------------------------------------------------------------------
+NXDOMAIN_SERVER = r"""
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", 53))
+while True:
+    q, peer = s.recvfrom(4096)
+    if len(q) < 17:
+        continue
+    end = 12
+    while end < len(q) and q[end] != 0:
+        end += q[end] + 1
+    question = q[12:end + 5]
+    # same id, QR + RD + RA, RCODE 3 (NXDOMAIN), one question, no records
+    s.sendto(q[:2] + b"\x81\x83" + b"\x00\x01" + b"\x00" * 6 + question, peer)
+"""
+
+
+def nxdomain_resolver(netns: str) -> subprocess.Popen[bytes]:
+    """A resolver that answers every query at once with NXDOMAIN, as a site resolver without
+    records for the lab answers (port-unreachable replies are rate-limited by the kernel, so a
+    silent address makes glibc wait 5 s per try). Stop it by PID."""
+    return subprocess.Popen(["ip", "netns", "exec", netns, "python3", "-c", NXDOMAIN_SERVER],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ---- the base image ---------------------------------------------------------------------------------
+def base_rootfs(suite: str) -> Path:
+    """A minbase rootfs of ``suite`` as a tarball, cached per user; apt inside points at the
+    same mirror (suite, -updates, -security) and trusts the host's CA bundle."""
+    out = CACHE / f"debian-{suite}-minbase.tar"
+    if out.exists():
+        return out
+    CACHE.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="hpc-rootfs-"))
+    rootfs = work / "rootfs"
+    try:
+        subprocess.run(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror()], check=True,
+                       capture_output=True, timeout=900)
+        (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
+        security = mirror().replace("/debian", "/debian-security")
+        (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(
+            f"Types: deb\nURIs: {mirror()}\nSuites: {suite} {suite}-updates\nComponents: main\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+            f"Types: deb\nURIs: {security}\nSuites: {suite}-security\nComponents: main\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        )
+        for sub in ("var/lib/apt/lists", "var/cache/apt"):
+            shutil.rmtree(rootfs / sub, ignore_errors=True)
+            (rootfs / sub).mkdir(parents=True)
+        tmp = out.with_suffix(".part")
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tmp), "."], check=True)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+class Builder:
+    """The builder daemon: builds each distinct recorded image once, caches it as a tarball."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.daemon: Dockerd | None = None
+        self.forward = IP_FORWARD.read_text()
+        self.timings: dict[str, float] = {}
+
+    def image(self, record: Record) -> Path:
+        tag = plain(record.inputs)["imageName"]
+        out = CACHE / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".tar")
+        if out.exists():
+            return out
+        daemon = self._daemon(record)
+        started = time.monotonic()
+        daemon.build(record)
+        self.timings[tag] = time.monotonic() - started
+        daemon.save(tag, out)
+        return out
+
+    def _daemon(self, record: Record) -> Dockerd:
+        if self.daemon is None:
+            self.daemon = Dockerd(self.root).start()
+        dockerfile = ROOT / plain(record.inputs)["build"]["dockerfile"]
+        for pinned in pinned_bases(dockerfile):
+            tagged = pinned.split("@", 1)[0]
+            if not self.daemon.api.images(name=tagged):
+                suite = tagged.rsplit(":", 1)[1].removesuffix("-slim")
+                self.daemon.map_base(base_rootfs(suite), pinned)
+        return self.daemon
+
+    def stop(self) -> None:
+        """Stop the daemon by PID, unmount what it left on this machine (it runs in the root
+        mount namespace: its exec root keeps a bind mount of the network namespace), restore
+        ip_forward."""
+        if self.daemon is not None:
+            self.daemon.stop()
+            root = str(self.root.resolve())
+            mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+            for point in sorted((m for m in mounts if m.startswith(root + "/")), reverse=True):
+                subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+        IP_FORWARD.write_text(self.forward)
