@@ -1,4 +1,4 @@
-"""CI's rule: with HPC_REQUIRE_INTEGRATION=1 a skipped integration test fails the run."""
+"""CI's rule: with HPC_REQUIRE_INTEGRATION=1 a skipped integration or engine test fails the run."""
 
 import pytest
 
@@ -11,18 +11,22 @@ import pytest
 def test_needs_a_daemon():
     pytest.skip("glusterd is not installed")
 
+@pytest.mark.engine
+def test_needs_the_engine():
+    pytest.skip("no engine: run make engine")
+
 def test_plain_skip():
     pytest.skip("not an integration test")
 """
 
 
-@pytest.mark.parametrize(("required", "failed", "skipped"), [("1", 1, 1), ("0", 0, 2)])
+@pytest.mark.parametrize(("required", "failed", "skipped"), [("1", 2, 1), ("0", 0, 3)])
 def test_skipped_integration_test_fails_only_when_required(pytester, monkeypatch, required, failed, skipped):
     from tests import conftest
 
     monkeypatch.setattr(conftest, "REQUIRE_INTEGRATION", required == "1")
     pytester.makeconftest("from tests.conftest import pytest_runtest_makereport  # noqa: F401\n")
-    pytester.makeini("[pytest]\nmarkers =\n    integration: real daemons\n")
+    pytester.makeini("[pytest]\nmarkers =\n    integration: real daemons\n    engine: the real CLI\n")
     pytester.makepyfile(SKIPPING)
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=failed, skipped=skipped)
