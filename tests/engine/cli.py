@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -21,6 +22,14 @@ ENGINE = ROOT / ".engine"
 STATUS = ENGINE / "status.json"
 PASSPHRASE = "engine-test-passphrase-not-a-secret-of-any-site"
 RUN_TIMEOUT_S = 300
+VERSIONS = ROOT / "tools" / "engine" / "versions.env"
+
+
+def pin(name: str) -> str:
+    """A version from tools/engine/versions.env, where make engine's pins live."""
+    match = re.search(rf"^{name}=(\S+)$", VERSIONS.read_text(), re.M)
+    assert match, f"{name} is not set in {VERSIONS}"
+    return match.group(1)
 
 
 def status() -> dict[str, Any]:

@@ -30,13 +30,6 @@ SECRETS = {"hpc:sshPrivateKey": SSH_KEY, "hpc:hfToken": HF_TOKEN}
 STACKS = ("dev", "prod")
 
 
-def _pin(name: str) -> str:
-    text = (cli.ROOT / "tools" / "engine" / "versions.env").read_text()
-    match = re.search(rf"^{name}=(\S+)$", text, re.M)
-    assert match, name
-    return match.group(1)
-
-
 @pytest.fixture(scope="module")
 def plans() -> None:
     """The offline plan of every stack, written the way make plan writes it."""
@@ -52,12 +45,12 @@ def project(tmp_path: Path) -> cli.Project:
 
 def test_engine_is_built_at_the_pinned_versions(project: cli.Project) -> None:
     r = project.pulumi("version")
-    assert r.rc == 0 and r.stdout.strip() == f"v{_pin('PULUMI_CLI_VERSION')}", r.output
+    assert r.rc == 0 and r.stdout.strip() == f"v{cli.pin('PULUMI_CLI_VERSION')}", r.output
     for exe in ("pulumi-language-python", "pulumi-language-python-exec"):
         assert (cli.ENGINE / "bin" / exe).exists(), exe
     status = cli.status()
-    assert status["cli"] == _pin("PULUMI_CLI_VERSION")
-    assert status["languagePython"] == _pin("PULUMI_LANGUAGE_PYTHON_VERSION")
+    assert status["cli"] == cli.pin("PULUMI_CLI_VERSION")
+    assert status["languagePython"] == cli.pin("PULUMI_LANGUAGE_PYTHON_VERSION")
     # Installed plugins are exactly those make engine built, at the SDK's versions.
     listed = project.pulumi("plugin", "ls", "--json")
     assert listed.rc == 0, listed.output

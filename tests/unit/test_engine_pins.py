@@ -11,14 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine.cli import pin
+
 ENGINE_DIR = Path(__file__).resolve().parents[2] / "tools" / "engine"
 VERSIONS = (ENGINE_DIR / "versions.env").read_text()
-
-
-def pin(name: str) -> str:
-    match = re.search(rf"^{name}=(\S+)$", VERSIONS, re.M)
-    assert match, f"{name} is not set in versions.env"
-    return match.group(1)
 
 
 def plugins() -> dict[str, tuple[str, str]]:
