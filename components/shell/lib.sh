@@ -120,3 +120,20 @@ hpc_wait() {
   done
   hpc_fail "timed out after ${limit}s waiting for $what"
 }
+
+# hpc_retry TRIES DELAY COMMAND...: run COMMAND until it succeeds, at most TRIES times, DELAY
+# seconds apart. On failure returns 1; hpc_last_error prints the command's last error output.
+HPC_LAST_ERROR=""
+hpc_retry() {
+  local tries=$1 delay=$2 i
+  shift 2
+  for ((i = 1; i <= tries; i++)); do
+    if HPC_LAST_ERROR=$("$@" 2>&1 >/dev/null); then return 0; fi
+    if [ "$i" -lt "$tries" ]; then sleep "$delay"; fi
+  done
+  return 1
+}
+
+hpc_last_error() {
+  printf '%s' "$HPC_LAST_ERROR" | tail -n 3 | tr '\n' ' '
+}

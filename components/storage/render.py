@@ -19,9 +19,12 @@ from components.scripts import RemoteScript, script, sh_quote
 GLUSTER_CLI_TIMEOUT_S = 60
 PEER_CONNECT_TIMEOUT_S = 60
 GLUSTERD_READY_TIMEOUT_S = 60
+BRICKS_ONLINE_TIMEOUT_S = 60
 GANESHA_CONF = "/etc/ganesha/ganesha.conf"
 FSTAB = "/etc/fstab"
 NFS_PORT = 2049
+MOUNT_TRIES = 10
+MOUNT_RETRY_DELAY_S = 3
 MOUNTD_PORT = 20048
 
 # Options every volume gets: client quorum (a write needs a majority of the replica set),
@@ -69,6 +72,12 @@ class VolumeSpec:
     @property
     def bricks_per_set(self) -> int:
         return 3 if self.arbiter else self.replica
+
+    @property
+    def quorum_bricks(self) -> int:
+        """Bricks that must be online for every replica set to keep a write quorum."""
+        sets = len(self.bricks) // self.bricks_per_set
+        return sets * (self.bricks_per_set // 2 + 1)
 
     @property
     def expected_type(self) -> str:
@@ -198,6 +207,9 @@ if [ "$(g volume info {v} | awk -F': ' '$1 == "Status" {{ print $2 }}')" != "Sta
   g volume start {v} >/dev/null || hpc_fail "gluster volume start {v} failed"
   hpc_changed "started volume {v}"
 fi
+# Serving means a quorum of bricks online (client quorum refuses writes below it).
+online() {{ [ "$(g volume status {v} detail | grep -cE '^Online +: Y')" -ge {spec.quorum_bricks} ]; }}
+hpc_wait {BRICKS_ONLINE_TIMEOUT_S} "{spec.quorum_bricks} of {len(spec.bricks)} bricks of {v} to be online" online
 """,
         extra_headers={
             "stateful": "gluster-volume",
@@ -359,6 +371,7 @@ def client_mount(
     """Mount the volume through /etc/fstab (backup volfile servers) and create the shared dirs."""
     line = fstab_line(servers, volume, mount_point)
     mp = sh_quote(mount_point)
+    client_log = mount_point.strip("/").replace("/", "-")  # where the FUSE client logs
     dirs = "\n".join(f"hpc_dir {sh_quote(f'{mount_point}/{d.name}')} {d.mode_text} {d.uid}:{d.gid}" for d in layout)
     create = script(
         host,
@@ -377,7 +390,12 @@ if [ "$have" != "$want" ]; then
 fi
 hpc_mkdir {mp}
 if ! mountpoint -q {mp}; then
-  timeout 60 mount {mp} || hpc_fail "mounting {mount_point} from {servers[0]}:/{volume} failed"
+  # Bricks can still be coming up right after the volume starts: retry, then quote the client.
+  if ! hpc_retry {MOUNT_TRIES} {MOUNT_RETRY_DELAY_S} timeout 60 mount {mp}; then
+    log=/var/log/glusterfs/{client_log}.log
+    hpc_fail "mounting {mount_point} from {servers[0]}:/{volume} failed: $(hpc_last_error) \
+$(grep -s '\\] E \\[' "$log" | tail -n 2 | cut -c1-300 | tr '\\n' ' ')"
+  fi
   hpc_changed "mounted {mount_point}"
 fi
 {dirs}

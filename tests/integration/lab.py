@@ -1,7 +1,7 @@
 """Test hosts on one machine: each a network, mount and UTS namespace with its own sshd.
 
 A ``Lab`` gives every host an address on a private bridge (inside a namespace of its own, nothing
-in the root namespace), a hostname, private ``/run``, ``/srv`` (tmpfs), ``/etc/fstab`` and the
+in the root namespace), a hostname, private ``/run``, ``/srv`` (tmpfs), ``/etc`` (a copy) and the
 state directories of glusterd and NFS-Ganesha, and a ``systemctl`` stand-in in
 ``/usr/local/bin`` (there is no systemd here; the production scripts stay unchanged). Scripts
 reach the hosts over real SSH from a client namespace, exactly as ``remote.Command`` would.
@@ -93,6 +93,10 @@ HOST_INIT = r"""#!/bin/bash
 set -euo pipefail
 name=$1 H=$2 LAB=$3
 hostname "$name"
+# A private /etc (a copy of this machine's): host scripts write fstab, config files, drop-ins and
+# accounts there without touching the machine running the tests.
+cp -a /etc/. "$H/etc/"
+mount --bind "$H/etc" /etc
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/sshd /run/gluster /run/lock /run/munge
 for pair in var-lib-glusterd:/var/lib/glusterd log-glusterfs:/var/log/glusterfs \
@@ -100,8 +104,8 @@ for pair in var-lib-glusterd:/var/lib/glusterd log-glusterfs:/var/log/glusterfs 
             shim:/usr/local/bin; do
   mount --bind "$H/${pair%%:*}" "${pair#*:}"
 done
-mount --bind "$H/fstab" /etc/fstab
-mount --bind "$LAB/hosts" /etc/hosts
+cp "$LAB/hosts" /etc/hosts
+printf '# test host fstab\n' >/etc/fstab
 mount -t tmpfs -o size=512m tmpfs /srv
 echo $$ >"$H/holder.pid"
 exec sleep infinity
@@ -211,7 +215,7 @@ class Lab:
             src = Path("/var/lib/glusterd") / pkg_dir
             if src.exists():
                 shutil.copytree(src, h / "var-lib-glusterd" / pkg_dir, dirs_exist_ok=True)
-        (h / "fstab").write_text("# test host fstab\n")
+        (h / "etc").mkdir(exist_ok=True)
         shim = h / "shim" / "systemctl"
         shim.write_text(SHIM)
         shim.chmod(0o755)

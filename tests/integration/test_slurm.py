@@ -165,7 +165,7 @@ class Cluster:
             h = self.d / host
             (h / "etc-slurm").mkdir(parents=True)
             self.lab.on(host, ["bash", "-c", f"""set -e
-mount --bind {h}/etc-slurm /etc/slurm
+mkdir -p /etc/slurm && mount --bind {h}/etc-slurm /etc/slurm
 mount --bind {resolv} /etc/resolv.conf
 mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
 """])  # fmt: skip
