@@ -6,10 +6,14 @@
 * A builder ``dockerd`` on this machine, also without bridge or iptables, builds the images with
   the host's network (the test hosts have no route to the Debian mirror; pulumi would build on
   each host). Built images move to the host daemons with ``docker save``/``load``.
-* The base image: ``debian:<suite>`` from debootstrap (minbase) out of the Debian mirror apt uses,
-  registered under the Dockerfiles' pinned ``debian:<tag>@sha256:<digest>`` (a test-only
-  mapping in the daemon's repositories.json: no registry is reachable here). The Dockerfiles are
-  built unchanged.
+* The base images: stand-ins made with debootstrap (minbase) from the Debian mirror apt uses,
+  registered under the Dockerfiles' pinned ``<image>:<tag>@sha256:<digest>`` (a test-only
+  mapping in the daemon's repositories.json: no registry is reachable here). ``STAND_INS`` says
+  which suite and packages stand in for which base: ``debian:trixie-slim`` is trixie itself;
+  ``python:3.11-slim-bookworm`` is bookworm with its Python 3.11 and pip (the official image
+  builds Python 3.11 into /usr/local instead). Stand-ins trust this machine's CA bundle, so
+  a build can reach PyPI through this site's TLS-inspecting egress. The Dockerfiles are built
+  unchanged.
 * Builds are cached per user (``~/.cache/hpc-cluster/images``) by image name, which carries the
   build context's hash, and the base by suite: a warm run loads tarballs instead of building.
 
@@ -40,6 +44,13 @@ DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+# Test-only stand-ins for the pinned bases: image name -> (Debian suite, packages added to minbase).
+STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "debian:trixie-slim": ("trixie", ()),
+    "python:3.11-slim-bookworm": ("bookworm", ("python3", "python3-pip", "ca-certificates")),
+}
 
 
 def mirror() -> str:
@@ -242,17 +253,19 @@ def nxdomain_resolver(netns: str) -> subprocess.Popen[bytes]:
 
 
 # ---- the base image ---------------------------------------------------------------------------------
-def base_rootfs(suite: str) -> Path:
-    """A minbase rootfs of ``suite`` as a tarball, cached per user; apt inside points at the
-    same mirror (suite, -updates, -security) and trusts the host's CA bundle."""
-    out = CACHE / f"debian-{suite}-minbase.tar"
+def base_rootfs(suite: str, packages: tuple[str, ...] = ()) -> Path:
+    """A minbase rootfs of ``suite`` (plus ``packages``) as a tarball, cached per user; apt inside
+    points at the same mirror (suite, -updates, -security), pip may install system-wide (as in
+    the official Python images) and TLS trusts this machine's CA bundle."""
+    out = CACHE / ("-".join(["debian", suite, "minbase", *packages]) + ".tar")
     if out.exists():
         return out
     CACHE.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hpc-rootfs-"))
     rootfs = work / "rootfs"
+    include = [f"--include={','.join(packages)}"] if packages else []
     try:
-        subprocess.run(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror()], check=True,
+        subprocess.run(["debootstrap", "--variant=minbase", *include, suite, str(rootfs), mirror()], check=True,
                        capture_output=True, timeout=900)
         (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
         security = mirror().replace("/debian", "/debian-security")
@@ -262,6 +275,11 @@ def base_rootfs(suite: str) -> Path:
             f"Types: deb\nURIs: {security}\nSuites: {suite}-security\nComponents: main\n"
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
         )
+        for marker in rootfs.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+            marker.unlink()
+        if HOST_CA_BUNDLE.exists():
+            (rootfs / "etc/ssl/certs").mkdir(parents=True, exist_ok=True)
+            shutil.copy(HOST_CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
         for sub in ("var/lib/apt/lists", "var/cache/apt"):
             shutil.rmtree(rootfs / sub, ignore_errors=True)
             (rootfs / sub).mkdir(parents=True)
@@ -292,6 +310,11 @@ class Builder:
         daemon.build(record)
         self.timings[tag] = time.monotonic() - started
         daemon.save(tag, out)
+        # Keep one tarball per image repository: older contexts are never loaded again.
+        stem = out.name.rsplit("_", 1)[0] + "_"
+        for old in CACHE.glob(stem + "*.tar"):
+            if old != out:
+                old.unlink()
         return out
 
     def _daemon(self, record: Record) -> Dockerd:
@@ -301,8 +324,8 @@ class Builder:
         for pinned in pinned_bases(dockerfile):
             tagged = pinned.split("@", 1)[0]
             if not self.daemon.api.images(name=tagged):
-                suite = tagged.rsplit(":", 1)[1].removesuffix("-slim")
-                self.daemon.map_base(base_rootfs(suite), pinned)
+                assert tagged in STAND_INS, f"no test stand-in for the base {tagged} (docker_lab.STAND_INS)"
+                self.daemon.map_base(base_rootfs(*STAND_INS[tagged]), pinned)
         return self.daemon
 
     def stop(self) -> None:

@@ -33,10 +33,11 @@ from typing import Any
 import pytest
 import yaml
 
+from components.slurm import render as slurm_render
 from components.slurm.images import context_hash
 from stacks import plan
 from stacks.mocks import plain
-from tests.integration import docker_lab
+from tests.integration import docker_lab, slurm_docs
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, run_step, steps
 
@@ -321,7 +322,7 @@ def test_gpu_gres_is_allocated_and_confined(cluster):
     rc, both = cluster.in_head("srun -N1 --gres=gpu:a100:2 bash -c 'echo $CUDA_VISIBLE_DEVICES'")
     assert rc == 0, both
     assert both.strip() == "0,1"
-    probe = "echo $CUDA_VISIBLE_DEVICES; head -c1 /dev/nvidia0; head -c1 /dev/nvidia1; true"
+    probe = "echo $CUDA_VISIBLE_DEVICES; head -c1 /dev/nvidia0 2>&1; head -c1 /dev/nvidia1 2>&1; true"
     rc, one = cluster.in_head(f"srun -N1 -w w2 --gres=gpu:a100:1 bash -c '{probe}'")
     assert rc == 0, one
     assert one.splitlines()[0] == "0"
@@ -470,3 +471,28 @@ def test_prod_slurm_conf_is_accepted_by_the_24_11_controller(cluster, planned):
     out = api.logs(created["Id"]).decode()
     assert out.splitlines()[0] == "0", out  # no fatal line in the controller's log
     assert "CPUTot=256" in out and "RealMemory=2033213" in out and "gpu:h100:8" in out, out
+
+
+def test_every_rendered_option_is_documented_by_slurm_24_11(cluster, planned):
+    """Every key and plugin of every file the renderers write (this cluster, dev and prod, cgroup
+    enforcement on and off) is an entry of the 24.11 man pages in the head image, none of them
+    documented as deprecated; and the running daemons logged no deprecation either."""
+    files: dict[str, list[str]] = {"slurm.conf": [], "gres.conf": [], "cgroup.conf": [], "slurmdbd.conf": []}
+    for result in (planned.result, plan.run("dev"), plan.run("prod")):
+        for r in result.of_type("command:remote:Command"):
+            for name in ("slurm.conf", "gres.conf", "cgroup.conf"):
+                if r.name.endswith("-" + name.replace(".", "-")):
+                    files[name].append(plain(r.inputs["stdin"]))
+    files["slurmdbd.conf"].append(slurm_render.slurmdbd_conf("head"))
+    assert all(len(v) >= 1 for v in files.values()) and len(files["slurm.conf"]) == 3
+    for name, texts in files.items():
+        rc, page = cluster.in_head(f"zcat /usr/share/man/man5/{name}.5.gz")
+        assert rc == 0 and ".TH" in page, page[:200]
+        for text in texts:
+            assert slurm_docs.problems(text, page) == [], name
+    for host, log in (("head", "slurmctld.log"), ("w1", "slurmd.log"), ("w2", "slurmd.log")):
+        daemon = cluster.daemons[host]
+        name = "slurm-head" if host == "head" else "slurm-worker"
+        rc, text = daemon.exec(name, f"cat /var/log/slurm/{log}")
+        assert rc == 0 and text.strip(), f"{host}: no {log}"
+        assert not [line for line in text.splitlines() if slurm_docs.DEPRECATED.search(line)], text

@@ -37,3 +37,24 @@ def test_entrypoints_pass_shellcheck():
     assert len(scripts) == 2
     proc = subprocess.run([tool("shellcheck"), *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_fastchat_installs_only_from_its_hashed_lock():
+    context = plan.ROOT / "images" / "fastchat"
+    dockerfile = (context / "Dockerfile").read_text()
+    pip_lines = [line for line in dockerfile.splitlines() if "pip install" in line]
+    assert pip_lines and all("--require-hashes -r" in line and "--no-deps" in line for line in pip_lines)
+    lock = (context / "requirements.txt").read_text()
+    entries = re.split(r"\n(?=[A-Za-z0-9])", lock.split("\n", 2)[2])
+    pins = {}
+    for entry in entries:
+        if not entry.strip() or entry.startswith("#"):
+            continue
+        name, _, version = entry.split(" ", 1)[0].partition("==")
+        assert version, f"{name} is not pinned exactly"
+        assert "--hash=sha256:" in entry, f"{name} has no hash"
+        pins[name.lower()] = version
+    wanted = [line.split("#")[0].strip() for line in (context / "requirements.in").read_text().splitlines()]
+    for req in filter(None, wanted):
+        name, _, version = req.partition("==")
+        assert pins.get(name.split("[")[0].lower()) == version, req
