@@ -8,6 +8,7 @@ workloads. Per-host work depends only on its host, the storage contract and the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from ipaddress import IPv4Address
 
 import pulumi
 import pulumi_docker as docker
@@ -35,7 +36,7 @@ from components.storage import (
     StorageNode,
     StorageNodeArgs,
 )
-from components.storage import render as storage_render
+from components.storage import spec as storage_spec
 from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
 from stacks.slurm_spec import cluster_spec
 
@@ -82,17 +83,29 @@ def shared_layout(cfg: ClusterConfig) -> tuple[SharedDir, ...]:
 
 
 def storage_contract(cfg: ClusterConfig) -> NetworkStorage:
-    servers = tuple(str(h.address) for h in cfg.with_role(Role.STORAGE))
+    servers = tuple(storage_spec.storage_servers([str(h.address) for h in cfg.with_role(Role.STORAGE)]))
     st = cfg.storage
     return NetworkStorage(
         servers=servers,
         volume=st.volume,
         local_mount=st.mount_point,
-        mount_options=storage_render.fstab_line(list(servers), st.volume, st.mount_point).split()[3],
+        mount_options=storage_spec.fstab_line(list(servers), st.volume, st.mount_point).split()[3],
         nfs_server=str(cfg.ganesha_hosts[0].address),
         nfs_export=st.export_pseudo,
         nfs_version=NFS_MOUNT_VERSION if 4 in st.nfs_versions else "3",
     )
+
+
+def brick_layout(cfg: ClusterConfig) -> tuple[storage_spec.Brick, ...]:
+    """Bricks grouped into replica sets in stack-file order; inside a set, and the sets among
+    themselves, in address order: reordering hosts changes nothing unless it moves a host to
+    another replica set (a real layout change, which the volume step refuses)."""
+    st = cfg.storage
+    per_set = st.bricks_per_set
+    bricks = [storage_spec.Brick(h.name, str(h.address), st.brick_path) for h in cfg.with_role(Role.STORAGE)]
+    by_address = lambda b: IPv4Address(b.address)  # noqa: E731
+    sets = [sorted(bricks[i : i + per_set], key=by_address) for i in range(0, len(bricks), per_set)]
+    return tuple(b for group in sorted(sets, key=lambda g: IPv4Address(g[0].address)) for b in group)
 
 
 def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
@@ -111,18 +124,18 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
         )
         for h in storage_hosts
     }
-    spec = storage_render.VolumeSpec(
+    spec = storage_spec.VolumeSpec(
         name=st.volume,
         replica=st.replica,
         arbiter=st.arbiter,
-        bricks=tuple(storage_render.Brick(h.name, str(h.address), st.brick_path) for h in storage_hosts),
-        options=tuple(storage_render.volume_options(st.owner_uid, st.owner_gid, st.options).items()),
+        bricks=brick_layout(cfg),
+        options=storage_spec.volume_options(st.owner_uid, st.owner_gid, st.options),
         allow_destroy=st.allow_destroy,
     )
     volume = GlusterVolume(
         st.volume,
         GlusterVolumeArgs(
-            ssh=ssh_for(storage_hosts[0], secrets),
+            ssh=ssh_for(cfg.storage_cli_host, secrets),
             spec=spec,
             contract=storage_contract(cfg),
             protect=protect,
@@ -131,7 +144,7 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
         ),
     )
     cluster = Cluster(network_storage=volume.network_storage, storage_nodes=nodes)
-    export = storage_render.ExportSpec(
+    export = storage_spec.ExportSpec(
         volume=st.volume,
         pseudo=st.export_pseudo,
         nfs_versions=tuple(st.nfs_versions),

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 import pulumi
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -38,6 +39,7 @@ from pydantic.alias_generators import to_camel
 from components import hardware
 from components.hardware import HardwareOverride, HardwareProfile
 from components.inference import capacity
+from stacks import paths
 
 NAMESPACE = "hpc"
 PLACEHOLDER_SECRETS = frozenset(
@@ -91,6 +93,8 @@ class _Model(BaseModel):
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 AbsPath = Annotated[str, Field(pattern=ABS_PATH_PATTERN)]
+# A directory that host scripts create, mount or chown: normalised, never a system directory.
+HostPath = Annotated[str, Field(pattern=ABS_PATH_PATTERN), AfterValidator(paths.host_path)]
 Name = Annotated[str, Field(pattern=HOSTNAME_PATTERN)]
 
 
@@ -164,13 +168,13 @@ class StorageConfig(_Model):
     """The Gluster volume and its NFS-Ganesha export."""
 
     volume: str = Field(default="gv0", pattern=r"^[a-z][a-z0-9_-]{0,31}$", description="Volume name.")
-    brick_path: AbsPath = Field(
+    brick_path: HostPath = Field(
         default="/srv/gluster/gv0/brick",
         description="Brick directory on every storage host (a dedicated filesystem in production).",
     )
     replica: int = Field(default=3, ge=2, le=6, description="Copies of every file.")
     arbiter: bool = Field(default=False, description="With replica 2: add an arbiter brick (replica 2 arbiter 1).")
-    mount_point: AbsPath = Field(default="/gfsv", description="Where every host mounts the volume.")
+    mount_point: HostPath = Field(default="/gfsv", description="Where every host mounts the volume.")
     export_pseudo: AbsPath = Field(default="/gv", description="NFSv4 pseudo path of the export.")
     nfs_versions: list[Literal[3, 4]] = Field(
         default=[4], min_length=1, description="NFS versions served (3 needs rpcbind)."
@@ -187,7 +191,7 @@ class StorageConfig(_Model):
         default=False, description="Explicitly permit squash: no_root_squash (policy gate)."
     )
     ganesha_hosts: list[Name] | None = Field(
-        default=None, description="Storage hosts that run NFS-Ganesha; default: the first one."
+        default=None, description="Storage hosts that run NFS-Ganesha; default: the first by name."
     )
     owner_uid: int = Field(default=1000, ge=1, le=2**31, description="Owner uid of the volume root.")
     owner_gid: int = Field(default=1000, ge=1, le=2**31, description="Owner gid of the volume root.")
@@ -233,10 +237,10 @@ class SlurmConfig(_Model):
         default=None,
         description="ConstrainCores/RAMSpace/Devices via task/cgroup; default: on in prod.",
     )
-    state_path: AbsPath = Field(
+    state_path: HostPath = Field(
         default="/var/lib/hpc/slurm/state", description="slurmctld StateSaveLocation on the head."
     )
-    db_path: AbsPath = Field(
+    db_path: HostPath = Field(
         default="/var/lib/hpc/slurm/mariadb", description="Accounting database directory on the head."
     )
     registry: str | None = Field(
@@ -431,6 +435,20 @@ class ClusterConfig(_Model):
         return self
 
     @model_validator(mode="after")
+    def _paths_apart(self) -> ClusterConfig:
+        keys = {
+            "storage.brickPath": self.storage.brick_path,
+            "storage.mountPoint": self.storage.mount_point,
+            "slurm.statePath": self.slurm.state_path,
+            "slurm.dbPath": self.slurm.db_path,
+        }
+        pair = paths.nesting(keys)
+        if pair is not None:
+            inner, outer = pair
+            raise _at(inner, f"{keys[inner]} is inside (or equal to) hpc:{outer} {keys[outer]}; keep them apart")
+        return self
+
+    @model_validator(mode="after")
     def _partitions_hosts(self) -> ClusterConfig:
         workers = {h.name for h in self.with_role(Role.GPU_WORKER)}
         for i, p in enumerate(self.slurm.partitions):
@@ -496,8 +514,14 @@ class ClusterConfig(_Model):
         return self.is_prod if explicit is None else explicit
 
     @property
+    def storage_cli_host(self) -> HostConfig:
+        """The storage host that runs the pool and volume steps: the first by name, so the order
+        of the host list in the stack file does not matter."""
+        return min(self.with_role(Role.STORAGE), key=lambda h: h.name)
+
+    @property
     def ganesha_hosts(self) -> list[HostConfig]:
-        names = self.storage.ganesha_hosts or [self.with_role(Role.STORAGE)[0].name]
+        names = self.storage.ganesha_hosts or [self.storage_cli_host.name]
         return [self.host(n) for n in names]
 
     @property

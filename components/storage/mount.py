@@ -9,7 +9,7 @@ from components import remote
 from components.accounts import SharedDir
 from components.base import Args
 from components.remote import Ssh
-from components.storage import render
+from components.storage import render_mount
 from components.storage.contract import NetworkStorage
 
 
@@ -22,7 +22,8 @@ class ClientMountArgs(Args):
 class ClientMount(pulumi.ComponentResource):
     """The Gluster volume in /etc/fstab and mounted on one host.
 
-    Children: ``<name>`` (fstab entry with backup volfile servers, mount, shared directories)."""
+    Children: ``<name>-fstab`` (fstab entry with backup volfile servers; the live mount made to
+    match it, another volume on the mount point remounted; shared directories)."""
 
     mount: pulumi.Resource
     """The step that leaves the volume mounted."""
@@ -32,7 +33,7 @@ class ClientMount(pulumi.ComponentResource):
         host = args.ssh.name
         layout = args.layout
         step = args.network_storage.apply(
-            lambda ns: render.client_mount(host, list(ns.servers), ns.volume, ns.local_mount, layout)
+            lambda ns: render_mount.client_mount(host, list(ns.servers), ns.volume, ns.local_mount, layout)
         )
         self.mount = remote.run_output(f"{name}-fstab", args.ssh, step, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"mount": self.mount.id})

@@ -8,7 +8,7 @@ from pydantic import Field
 from components import remote
 from components.base import Args
 from components.remote import Ssh
-from components.storage import render
+from components.storage import render_gluster
 
 
 class StorageNodeArgs(Args):
@@ -21,8 +21,9 @@ class StorageNodeArgs(Args):
 class StorageNode(pulumi.ComponentResource):
     """A Gluster server.
 
-    Children: ``<name>-glusterd`` (install and run glusterd), ``<name>-brick`` (brick directory;
-    its delete keeps the data unless allowed)."""
+    Children: ``<name>-glusterd`` (install and run glusterd, install the glusterq helper),
+    ``<name>-brick`` (brick directory, a failed create's stale stamp cleared; its delete keeps
+    the data unless allowed)."""
 
     glusterd: pulumi.Resource
     """The step that leaves glusterd installed, enabled and answering."""
@@ -33,11 +34,16 @@ class StorageNode(pulumi.ComponentResource):
         super().__init__("hpc:storage:StorageNode", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         host = args.ssh.name
-        self.glusterd = remote.run(f"{name}-glusterd", args.ssh, render.glusterd(host), opts=child)
+        self.glusterd = remote.run(f"{name}-glusterd", args.ssh, render_gluster.glusterd(host), opts=child)
         self.brick = remote.run(
             f"{name}-brick",
             args.ssh,
-            render.brick(host, args.brick_path, args.allow_destroy),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=not args.allow_destroy),
+            render_gluster.brick(host, args.brick_path, args.allow_destroy),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.glusterd],  # it asks glusterd (via glusterq) which volume ids exist
+                protect=args.protect,
+                retain_on_delete=not args.allow_destroy,
+            ),
         )
         self.register_outputs({"glusterd": self.glusterd.id, "brick": self.brick.id})

@@ -8,13 +8,14 @@ from pydantic import Field
 from components import remote
 from components.base import Args
 from components.remote import Ssh
-from components.storage import render
+from components.storage import render_gluster
 from components.storage.contract import NetworkStorage
+from components.storage.spec import VolumeSpec
 
 
 class GlusterVolumeArgs(Args):
-    ssh: Ssh = Field(description="Connection to the first storage host, which runs the CLI.")
-    spec: render.VolumeSpec = Field(description="What the volume must look like.")
+    ssh: Ssh = Field(description="Connection to the storage host that runs the gluster CLI.")
+    spec: VolumeSpec = Field(description="What the volume must look like.")
     contract: NetworkStorage = Field(description="How consumers mount it once it is ready.")
     protect: bool = Field(description="Protect the volume step from deletion.")
     daemons: list[pulumi.Resource] = Field(description="Steps that leave glusterd running on each node.")
@@ -24,8 +25,10 @@ class GlusterVolumeArgs(Args):
 class GlusterVolume(pulumi.ComponentResource):
     """A replicated Gluster volume across the storage nodes.
 
-    Children: ``<name>-peers`` (peer probe), ``<name>-volume`` (create or verify, start; never
-    deletes data unless allowed), ``<name>-options`` (quorum, owner uid/gid, extras)."""
+    Children: ``<name>-peers`` (probe what the pool does not know, wait until connected),
+    ``<name>-volume`` (create after checking every brick host is connected, or verify; start;
+    wait for a brick quorum; never deletes data unless allowed), ``<name>-options`` (quorum,
+    owner uid/gid, extras; canonical names; removed options reset)."""
 
     network_storage: pulumi.Output[NetworkStorage]
     """The mount contract, resolved once the volume is started and its options applied."""
@@ -38,13 +41,13 @@ class GlusterVolume(pulumi.ComponentResource):
         peers = remote.run(
             f"{name}-peers",
             args.ssh,
-            render.peers(first, args.spec.name, others),
+            render_gluster.peers(first, args.spec.name, others),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.daemons),
         )
         self.volume = remote.run(
             f"{name}-volume",
             args.ssh,
-            render.volume(first, args.spec),
+            render_gluster.volume(first, args.spec),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[peers, *args.bricks],
@@ -55,7 +58,7 @@ class GlusterVolume(pulumi.ComponentResource):
         self.options = remote.run(
             f"{name}-options",
             args.ssh,
-            render.options(first, args.spec.name, dict(args.spec.options)),
+            render_gluster.options(first, args.spec.name, args.spec.options),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.volume]),
         )
         contract = args.contract

@@ -11,8 +11,9 @@ from components.storage import (
     NetworkStorage,
     StorageNode,
     StorageNodeArgs,
-    render,
+    render_gluster,
 )
+from components.storage import spec as storage_spec
 from stacks.mocks import PlanMocks
 
 
@@ -52,7 +53,7 @@ def test_storage_node_children_and_secret_connection(mocks):
     node = StorageNode("s1", StorageNodeArgs(ssh=ssh(), brick_path="/b", allow_destroy=False, protect=True))
 
     def check(args):
-        conn_secret, create = args
+        conn_secret, create, _ = args
         assert conn_secret
         assert "hpc_install glusterfs-server" in create
         cmds = [a for a in mocks.created if a.typ == "command:remote:Command"]
@@ -60,16 +61,16 @@ def test_storage_node_children_and_secret_connection(mocks):
         assert all(rpc.is_rpc_secret(a.inputs["connection"]) for a in cmds)
         assert all("KEY-123" not in str(a.inputs.get("create")) for a in cmds)
 
-    return pulumi.Output.all(node.glusterd.connection.is_secret(), node.glusterd.create).apply(check)  # type: ignore[attr-defined]
+    return pulumi.Output.all(node.glusterd.connection.is_secret(), node.glusterd.create, node.brick.id).apply(check)  # type: ignore[attr-defined]
 
 
 @pulumi.runtime.test
 def test_volume_contract_resolves_after_options(mocks):
-    spec = render.VolumeSpec(
+    spec = storage_spec.VolumeSpec(
         "gv0",
         3,
         False,
-        tuple(render.Brick(f"s{i}", f"10.0.0.{i}", "/b") for i in (1, 2, 3)),
+        tuple(storage_spec.Brick(f"s{i}", f"10.0.0.{i}", "/b") for i in (1, 2, 3)),
         (("cluster.quorum-type", "auto"),),
         False,
     )
@@ -91,4 +92,4 @@ def test_step_for_another_host_is_refused(mocks):
     from components import remote
 
     with pytest.raises(ValueError, match="is for host s2"):
-        remote.run("x", ssh("s1"), render.glusterd("s2"), opts=pulumi.ResourceOptions())
+        remote.run("x", ssh("s1"), render_gluster.glusterd("s2"), opts=pulumi.ResourceOptions())

@@ -107,6 +107,9 @@ done
 cp "$LAB/hosts" /etc/hosts
 printf '# test host fstab\n' >/etc/fstab
 mount -t tmpfs -o size=512m tmpfs /srv
+# The system bus every booted Debian host has: NFS-Ganesha's export manager answers on it.
+mkdir -p /run/dbus
+dbus-daemon --system --fork
 echo $$ >"$H/holder.pid"
 exec sleep infinity
 """

@@ -153,6 +153,36 @@ CASES = [
     ),
     ("missing slurm section", {"hpc:slurm": None}, "hpc:slurm", "required config key is missing"),
     ("unknown top-level key", {"hpc:storge": {"replica": 3}}, "hpc:storge", "unknown config key"),
+    (
+        "brick path is a system directory",
+        changed("hpc:storage", set_(["brickPath"], "/var")),
+        "hpc:storage.brickPath",
+        "/var is a system directory",
+    ),
+    (
+        "mount point inside /etc",
+        changed("hpc:storage", set_(["mountPoint"], "/etc/gfsv")),
+        "hpc:storage.mountPoint",
+        "inside /etc, which the operating system manages",
+    ),
+    (
+        "brick inside the mount point",
+        changed("hpc:storage", set_(["brickPath"], "/gfsv/bricks/gv0")),
+        "hpc:storage.brickPath",
+        "inside (or equal to) hpc:storage.mountPoint /gfsv",
+    ),
+    (
+        "dot-dot in a path",
+        changed("hpc:storage", set_(["brickPath"], "/mnt/../gv0")),
+        "hpc:storage.brickPath",
+        "contains '.' or '..'",
+    ),
+    (
+        "Slurm database inside a brick",
+        changed("hpc:slurm", set_(["dbPath"], "/mnt/gv0/brick/db")),
+        "hpc:slurm.dbPath",
+        "inside (or equal to) hpc:storage.brickPath",
+    ),
 ]
 
 
@@ -246,3 +276,12 @@ def test_readme_config_reference_covers_every_key():
 
     for key in config_keys():
         assert f"`{key}" in readme, key
+
+
+def test_trailing_and_doubled_slashes_are_normalised():
+    from stacks import config
+
+    raw = {k.split(":", 1)[1]: v for k, v in DEV.items()}
+    raw["storage"] = {**raw["storage"], "brickPath": "//mnt//gv0/brick/", "mountPoint": "/gfsv/"}
+    cfg = config.parse(raw)
+    assert (cfg.storage.brick_path, cfg.storage.mount_point) == ("/mnt/gv0/brick", "/gfsv")

@@ -3,7 +3,8 @@
 from ipaddress import IPv4Network
 
 from components.accounts import SharedDir
-from components.storage import render
+from components.storage import render_ganesha, render_gluster, render_mount
+from components.storage import spec as storage_spec
 
 
 def export(**kw):
@@ -15,7 +16,7 @@ def export(**kw):
         squash="root_squash",
         grace=True,
     )
-    return render.ExportSpec(**(base | kw))
+    return storage_spec.ExportSpec(**(base | kw))
 
 
 GANESHA_V4 = """\
@@ -69,67 +70,84 @@ EXPORT {
 
 
 def test_ganesha_conf_nfsv4_root_squash_restricted():
-    assert render.ganesha_conf(export(), "192.168.0.106") == GANESHA_V4
+    assert render_ganesha.ganesha_conf(export(), "192.168.0.106") == GANESHA_V4
 
 
 def test_ganesha_conf_v3_adds_mountd_and_nlm():
-    text = render.ganesha_conf(export(nfs_versions=(3, 4), grace=False), "10.0.0.1")
+    text = render_ganesha.ganesha_conf(export(nfs_versions=(3, 4), grace=False), "10.0.0.1")
     assert "    Protocols = 3, 4;\n" in text and "MNT_Port = 20048;" in text
     assert "Enable_NLM = true;" in text and "Graceless = true;" in text
 
 
 def test_ganesha_conf_lists_every_client_network():
-    text = render.ganesha_conf(export(clients=(IPv4Network("10.0.0.0/24"), IPv4Network("10.1.0.0/16"))), "h")
+    text = render_ganesha.ganesha_conf(export(clients=(IPv4Network("10.0.0.0/24"), IPv4Network("10.1.0.0/16"))), "h")
     assert "Clients = 10.0.0.0/24, 10.1.0.0/16;" in text
 
 
 def test_fstab_line_has_backup_volfile_servers():
-    assert render.fstab_line(["10.0.0.1", "10.0.0.2", "10.0.0.3"], "gv0", "/gfsv") == (
+    assert storage_spec.fstab_line(["10.0.0.1", "10.0.0.2", "10.0.0.3"], "gv0", "/gfsv") == (
         "10.0.0.1:/gv0 /gfsv glusterfs defaults,_netdev,backup-volfile-servers=10.0.0.2:10.0.0.3 0 0"
     )
 
 
-def test_volume_options_have_quorum_and_owner_and_extras_win():
-    opts = render.volume_options(1000, 1001, {"network.ping-timeout": "10"})
-    assert opts["cluster.quorum-type"] == "auto"
-    assert opts["cluster.server-quorum-type"] == "server"
-    assert (opts["storage.owner-uid"], opts["storage.owner-gid"]) == ("1000", "1001")
-    assert opts["network.ping-timeout"] == "10"
-    assert list(opts) == sorted(opts)
+def test_volume_options_base_then_owner_then_extras_in_apply_order():
+    opts = storage_spec.volume_options(1000, 1001, {"network.ping-timeout": "10", "cache-size": "64MB"})
+    keys = [k for k, _ in opts]
+    assert keys[:4] == ["cluster.quorum-type", "cluster.server-quorum-type", "nfs.disable", "network.ping-timeout"]
+    assert dict(opts)["storage.owner-uid"] == "1000" and dict(opts)["storage.owner-gid"] == "1001"
+    # the stack's extras come last, so the options script lets them win over the base
+    assert opts[-2:] == (("cache-size", "64MB"), ("network.ping-timeout", "10"))
+
+
+def test_storage_servers_are_ordered_by_address_not_by_the_stack_file():
+    servers = storage_spec.storage_servers(["10.0.0.12", "10.0.0.9", "10.0.0.100"])
+    assert servers == ["10.0.0.9", "10.0.0.12", "10.0.0.100"]
 
 
 def _spec(allow_destroy=False, arbiter=False):
-    bricks = tuple(render.Brick(f"s{i}", f"10.0.0.{i}", "/b") for i in (1, 2, 3))
-    return render.VolumeSpec("gv0", 2 if arbiter else 3, arbiter, bricks, (), allow_destroy)
+    bricks = tuple(storage_spec.Brick(f"s{i}", f"10.0.0.{i}", "/b") for i in (1, 2, 3))
+    return storage_spec.VolumeSpec("gv0", 2 if arbiter else 3, arbiter, bricks, (), allow_destroy)
 
 
-def test_volume_create_command_and_verification():
-    s = render.volume("s1", _spec())
-    assert "g volume create gv0 replica 3 $want_bricks" in s.create
-    assert 'want_bricks="10.0.0.1:/b 10.0.0.2:/b 10.0.0.3:/b"' in s.create
+def test_volume_create_checks_peers_first_and_never_forces():
+    s = render_gluster.volume("s1", _spec())
+    assert "want=('10.0.0.1:/b' '10.0.0.2:/b' '10.0.0.3:/b')" in s.create
+    assert s.create.index("hpc_gq peers") < s.create.index("volume create gv0 replica 3")
+    assert "gluster_clear_stale_stamp" in s.create
     assert "refusing to change it" in s.create
-    assert "force" not in s.create  # never force a volume into shape
-    arb = render.volume("s1", _spec(arbiter=True))
-    assert "replica 2 arbiter 1 $want_bricks" in arb.create
+    assert "force" not in s.create.split("volume create")[1].split("\n")[0]  # never force a volume into shape
+    arb = render_gluster.volume("s1", _spec(arbiter=True))
+    assert 'volume create gv0 replica 2 arbiter 1 "${want[@]}"' in arb.create
+    assert "are all storage peers connected?" not in s.create  # no guessed hints
 
 
 def test_volume_delete_keeps_data_unless_allowed():
-    assert "volume delete" not in (render.volume("s1", _spec()).delete or "")
-    assert "keeping volume gv0" in (render.volume("s1", _spec()).delete or "")
-    assert "g volume delete gv0" in (render.volume("s1", _spec(allow_destroy=True)).delete or "")
-    assert "rm -rf" not in (render.brick("s1", "/b", False).delete or "")
-    assert "rm -rf --one-file-system '/b'" in (render.brick("s1", "/b", True).delete or "")
+    assert "volume delete" not in (render_gluster.volume("s1", _spec()).delete or "")
+    assert "keeping volume gv0" in (render_gluster.volume("s1", _spec()).delete or "")
+    assert 'gcall "gluster volume delete gv0"' in (render_gluster.volume("s1", _spec(allow_destroy=True)).delete or "")
+    assert "rm -rf" not in (render_gluster.brick("s1", "/b", False).delete or "")
+    assert "rm -rf --one-file-system '/b'" in (render_gluster.brick("s1", "/b", True).delete or "")
 
 
-def test_client_mount_creates_the_shared_layout():
-    s = render.client_mount("h", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (SharedDir("munge", 0o700, 991, 991),))
+def test_glusterd_step_installs_the_glusterq_helper_from_stdin():
+    s = render_gluster.glusterd("s1")
+    assert s.file_path == render_gluster.GLUSTERQ
+    assert s.file_content == render_gluster.glusterq_source() and "def cmd_same_bricks" in s.file_content
+
+
+def test_client_mount_creates_the_shared_layout_and_checks_the_live_source():
+    s = render_mount.client_mount("h", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (SharedDir("munge", 0o700, 991, 991),))
     assert "hpc_dir '/gfsv/munge' 0700 991:991" in s.create
     assert "backup-volfile-servers=10.0.0.2" in s.create
+    assert "findmnt -n -o SOURCE,FSTYPE --mountpoint '/gfsv'" in s.create
     assert "umount '/gfsv'" in (s.delete or "")
 
 
-def test_ganesha_config_installs_from_stdin_and_restarts_only_on_change():
-    s = render.ganesha_config("s1", "conf", (4,))
+def test_ganesha_config_updates_exports_in_place_and_checks_serving():
+    s = render_ganesha.ganesha_config("s1", "conf", "gv0", (4,))
     assert s.file_path == "/etc/ganesha/ganesha.conf" and s.file_content == "conf"
     assert "hpc_put_file /etc/ganesha/ganesha.conf 0644 0:0" in s.create
-    assert "if hpc_file_changed && systemctl is-active --quiet nfs-ganesha; then" in s.create
+    assert "UpdateExport string:/etc/ganesha/ganesha.conf" in s.create
+    assert "ExecStartPre=/usr/local/lib/hpc-cluster/ganesha-wait-volume gv0 300" in s.create
+    assert "After=glusterd.service" in s.create
+    assert 'grep -qF \'string "/gv0"\'' in s.create  # serving = the export manager lists the export
