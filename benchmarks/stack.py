@@ -37,7 +37,7 @@ def prod_shaped(workers: int) -> dict[str, Any]:
         for i in range(workers)
     ]
     storage = copy.deepcopy(base["hpc:storage"])
-    storage["allowedClients"] = ["10.40.0.0/16"]
+    storage["allowedClients"] = ["10.40.0.0/17"]  # the hosts; never the container range
     return {
         "hpc:network": {
             "subnet": "10.40.0.0/16",

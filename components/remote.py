@@ -24,14 +24,24 @@ class Ssh:
 
     A plain class, not a dataclass: component args (pydantic) check it by type only."""
 
-    __slots__ = ("address", "name", "port", "private_key", "user")
+    __slots__ = ("address", "host_key", "name", "port", "private_key", "user")
 
-    def __init__(self, *, name: str, address: str, user: str, port: int, private_key: pulumi.Input[str]) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        address: str,
+        user: str,
+        port: int,
+        private_key: pulumi.Input[str],
+        host_key: str | None = None,
+    ) -> None:
         self.name = name
         self.address = address
         self.user = user
         self.port = port
         self.private_key = private_key
+        self.host_key = host_key  # verified by the provider on every connection when set
 
     def __repr__(self) -> str:
         return f"Ssh({self.user}@{self.name}/{self.address}:{self.port})"
@@ -42,6 +52,7 @@ class Ssh:
             user=self.user,
             port=self.port,
             private_key=self.private_key,
+            host_key=self.host_key,
             dial_error_limit=10,
             per_dial_timeout=15,
         )

@@ -24,7 +24,7 @@ from pulumi_policy.policy import Policy
 
 from components.hardware import MIN_NVIDIA_DRIVER_BRANCH
 from components.inference.capacity import GIB, ModelLoad, check_host
-from policy import facts
+from policy import facts, trust
 
 MANDATORY, ADVISORY = EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY
 # report(message) or report(message, urn): the SDK's ReportViolation with the urn optional.
@@ -363,4 +363,36 @@ POLICIES: list[Policy] = [
     ),
     _r("stateful-protected", "Stateful steps are protected from deletion.", stateful_protected, MANDATORY),
     _r("nvidia-driver-branch", "GPU nodes require NVIDIA driver R550 or newer.", nvidia_driver_branch, ADVISORY),
+    # trust boundaries (policy/trust.py)
+    _r("ssh-host-keys-pinned", "SSH connections check a pinned host key.", trust.ssh_host_keys_pinned, MANDATORY),
+    StackValidationPolicy(
+        name="no-secret-on-shared-volume",
+        description="No secret is written to, or read from, the shared volume.",
+        validate=trust.no_secret_on_shared_volume,
+        enforcement_level=MANDATORY,
+    ),
+    _r(
+        "nfs-clients-exclude-container-range",
+        "Neither NFS nor Gluster admits the container range.",
+        trust.nfs_clients_exclude_container_range,
+        MANDATORY,
+    ),
+    _r(
+        "privileged-containers-allowlist",
+        "Extra container privileges only where the allow-list says why.",
+        trust.privileged_containers_allowlist,
+        MANDATORY,
+    ),
+    _r(
+        "inference-pods-hardened",
+        "Model servers run non-root, without escalation or capabilities.",
+        trust.inference_pods_hardened,
+        MANDATORY,
+    ),
+    _r(
+        "trust-remote-code-listed",
+        "Models that run repository code are listed.",
+        trust.trust_remote_code_listed,
+        ADVISORY,
+    ),
 ]

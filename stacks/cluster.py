@@ -13,11 +13,12 @@ from ipaddress import IPv4Address
 import pulumi
 import pulumi_docker as docker
 
-from components import accounts
+from components import accounts, hostkeys
 from components.accounts import SharedDir
 from components.inference.capacity import GIB
-from components.inference.fastchat import FastChat, FastChatArgs
+from components.inference.fastchat import CONTROLLER_PORT, FastChat, FastChatArgs
 from components.inference.host import InferenceHost, InferenceHostArgs
+from components.inference.network import NetworkPolicies, NetworkPoliciesArgs
 from components.inference.render import ModelServer
 from components.k8s.addons import ClusterAddons, ClusterAddonsArgs
 from components.k8s.cluster import K3sCluster, K3sClusterArgs, K3sNode
@@ -66,6 +67,7 @@ def ssh_for(host: HostConfig, secrets: ClusterSecrets) -> Ssh:
         user=host.ssh_user,
         port=host.ssh_port,
         private_key=secrets.ssh_private_key,
+        host_key=host.host_key,
     )
 
 
@@ -73,7 +75,6 @@ def shared_layout(cfg: ClusterConfig) -> tuple[SharedDir, ...]:
     """Directories the other tiers keep on the shared volume."""
     dirs = [
         SharedDir("home", 0o755, 0, 0),
-        SharedDir("munge", 0o700, accounts.MUNGE_UID, accounts.MUNGE_GID),
         SharedDir("slurm", 0o755, accounts.SLURM_UID, accounts.SLURM_GID),
     ]
     if cfg.with_role(Role.K3S_SERVER):
@@ -129,7 +130,7 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
         replica=st.replica,
         arbiter=st.arbiter,
         bricks=brick_layout(cfg),
-        options=storage_spec.volume_options(st.owner_uid, st.owner_gid, st.options),
+        options=storage_spec.volume_options(st.owner_uid, st.owner_gid, cfg.host_addresses, st.options),
         allow_destroy=st.allow_destroy,
     )
     volume = GlusterVolume(
@@ -175,7 +176,11 @@ def docker_for(cfg: ClusterConfig, host: HostConfig, cluster: Cluster) -> HostDo
     provider = docker.Provider(
         f"{host.name}-docker",
         host=f"ssh://{host.ssh_user}@{host.address}:{host.ssh_port}",
-        ssh_opts=["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"],
+        ssh_opts=(
+            hostkeys.ssh_options(str(host.address), host.ssh_port, host.host_key)
+            if host.host_key
+            else ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
+        ),
     )
     net = cfg.network
     cluster.docker[host.name] = HostDockerArgs(
@@ -220,6 +225,7 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
                 container_address=str(h.container_address),
                 head_name=head.name,
                 head_address=str(head.container_address),
+                munge_key=cluster.slurm_head.munge_key,
             ),
         )
 
@@ -314,6 +320,19 @@ def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> 
             opts=pulumi.ResourceOptions(depends_on=[*fastchat.secrets, addons.model_cache]),
         )
         deployments.extend(ih.deployments.values())
+    NetworkPolicies(
+        "inference-network",
+        NetworkPoliciesArgs(
+            provider=provider,
+            namespace=addons.namespace.metadata.name,
+            model_ports=[m.port for m in models],
+            webui_port=cfg.inference.webui_port,
+            controller_port=CONTROLLER_PORT,
+            server_address=str(server.address),
+            cluster_subnet=str(cfg.network.subnet),
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[addons]),
+    )
     cluster.inference_check = fastchat.check("inference-check", deployments)
 
 

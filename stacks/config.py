@@ -36,7 +36,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components import hardware
+from components import hardware, hostkeys
 from components.hardware import HardwareOverride, HardwareProfile
 from components.inference import capacity
 from stacks import paths
@@ -105,6 +105,11 @@ class HostConfig(_Model):
     address: IPv4Address = Field(description="Address on the cluster subnet, used for SSH.")
     ssh_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="SSH login user.")
     ssh_port: Port = Field(default=22, description="SSH port.")
+    host_key: Annotated[str, AfterValidator(hostkeys.parse)] | None = Field(
+        default=None,
+        description="The host's public SSH host key, '<type> <base64>' (ssh-keyscan, checked against the "
+        "console); every connection refuses a host that answers with another key. Required by policy.",
+    )
     profile: str = Field(description="Hardware profile key (components/hardware.py).")
     roles: list[Role] = Field(min_length=1, description="What the host is for.")
     overrides: HardwareOverride | None = Field(default=None, description="Changes to the profile for this host.")
@@ -180,7 +185,8 @@ class StorageConfig(_Model):
         default=[4], min_length=1, description="NFS versions served (3 needs rpcbind)."
     )
     allowed_clients: list[IPv4Network] | None = Field(
-        default=None, description="Networks allowed to mount the export; default: the subnet."
+        default=None,
+        description="Networks allowed to mount the export (never the container range); default: every host.",
     )
     squash: Squash = Field(default="root_squash", description="Ganesha Squash mode.")
     nfs_grace: bool = Field(
@@ -430,6 +436,12 @@ class ClusterConfig(_Model):
             if g not in storage_names:
                 raise _at(f"storage.ganeshaHosts[{i}]", f"{g!r} is not a storage host")
         for i, c in enumerate(st.allowed_clients or []):
+            if c.overlaps(self.network.container_range):
+                raise _at(
+                    f"storage.allowedClients[{i}]",
+                    f"{c} includes the container range {self.network.container_range}: jobs and pods there "
+                    "could claim any uid; list the hosts' networks without it",
+                )
             if c.num_addresses > 2**24:
                 raise _at(f"storage.allowedClients[{i}]", f"{c} is wider than a /8; name the cluster's networks")
         return self
@@ -526,7 +538,16 @@ class ClusterConfig(_Model):
 
     @property
     def nfs_clients(self) -> list[IPv4Network]:
-        return list(self.storage.allowed_clients or [self.network.subnet])
+        """Who may mount the NFS export: the stack's networks, or every cluster host (never the
+        container range: a job or a pod must not reach the volume with a uid it claims)."""
+        if self.storage.allowed_clients:
+            return list(self.storage.allowed_clients)
+        return [IPv4Network(h.address) for h in sorted(self.hosts, key=lambda h: h.address)]
+
+    @property
+    def host_addresses(self) -> list[str]:
+        """Every cluster host's address, in numeric order (Gluster's auth.allow)."""
+        return [str(a) for a in sorted(h.address for h in self.hosts)]
 
 
 # ---- secrets ------------------------------------------------------------------------------------

@@ -53,7 +53,9 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 # Secret inputs that are secret as a whole only because the SDK wraps them: these fields are
 # shown, the rest stays hidden (remote.Command wraps its whole connection, private key included).
 PUBLIC_FIELDS_OF_SECRET_INPUTS: dict[tuple[str, str], frozenset[str]] = {
-    ("command:remote:Command", "connection"): frozenset({"host", "port", "user", "dialErrorLimit", "perDialTimeout"}),
+    ("command:remote:Command", "connection"): frozenset(
+        {"host", "hostKey", "port", "user", "dialErrorLimit", "perDialTimeout"}
+    ),
 }
 
 

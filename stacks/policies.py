@@ -59,6 +59,7 @@ def policy_config(cfg: ClusterConfig) -> dict[str, Any]:
         "racks": {name: r.power_budget_w for name, r in sorted(cfg.racks.items())},
         "hosts": [{"name": h.name, "rack": h.rack, "peakPowerW": h.hardware.peak_power_w} for h in cfg.hosts],
     }
+    conf["nfs-clients-exclude-container-range"] = {"containerRanges": [str(cfg.network.container_range)]}
     return conf
 
 

@@ -165,6 +165,8 @@ class FastChat(pulumi.ComponentResource):
                                     security_context=k8s.core.v1.SecurityContextArgs(
                                         run_as_non_root=True,
                                         allow_privilege_escalation=False,
+                                        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
                                     ),
                                 )
                             ],

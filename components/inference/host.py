@@ -17,6 +17,19 @@ SHM_SIZE = "16Gi"
 CAPACITY_ANNOTATION = "capacity.hpc-cluster.io"
 CPU_REQUEST, CPU_LIMIT = "4", "8"
 HOST_MEMORY_BASE_GIB = 8  # beyond the weights, which pass through host memory while loading
+SCRATCH_MOUNT, SCRATCH_SIZE = "/tmp", "8Gi"
+# The uid root squash gives the NFS CSI driver's directories, so the model cache on the RWX volume
+# is writable without root; any non-root uid works where the site's export maps ids otherwise.
+MODEL_SERVER_UID = 65534
+SECURITY_CONTEXT = k8s.core.v1.SecurityContextArgs(
+    run_as_non_root=True,
+    run_as_user=MODEL_SERVER_UID,
+    run_as_group=MODEL_SERVER_UID,
+    allow_privilege_escalation=False,
+    read_only_root_filesystem=True,
+    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+    seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+)
 
 
 class InferenceHostArgs(Args):
@@ -34,7 +47,9 @@ class InferenceHost(pulumi.ComponentResource):
 
     Children per model: ``<host>-<model>`` Deployment (pinned to the node, nvidia RuntimeClass,
     nvidia.com/gpu = tensor_parallel_size time-sliced GPUs, requests and limits, readiness on
-    /v1/models with the API key, model cache on the RWX PVC) and ``<host>-<model>-service``."""
+    /v1/models with the API key; non-root, no privilege escalation, no capabilities, read-only
+    root filesystem with /tmp as scratch; its own directory of the model cache on the RWX PVC)
+    and ``<host>-<model>-service``."""
 
     deployments: dict[str, k8s.apps.v1.Deployment]
 
@@ -47,6 +62,10 @@ class InferenceHost(pulumi.ComponentResource):
             memory = f"{max(16, math.ceil(args.weight_gib[m.name]) + HOST_MEMORY_BASE_GIB)}Gi"
             env = [
                 k8s.core.v1.EnvVarArgs(name="HF_HOME", value=render.MODEL_CACHE_MOUNT),
+                # the root filesystem is read-only: everything vLLM writes besides the cache goes to /tmp
+                k8s.core.v1.EnvVarArgs(name="HOME", value=f"{SCRATCH_MOUNT}/home"),
+                k8s.core.v1.EnvVarArgs(name="XDG_CACHE_HOME", value=f"{SCRATCH_MOUNT}/cache"),
+                k8s.core.v1.EnvVarArgs(name="XDG_CONFIG_HOME", value=f"{SCRATCH_MOUNT}/config"),
                 k8s.core.v1.EnvVarArgs(
                     name="VLLM_API_KEY",
                     value_from=k8s.core.v1.EnvVarSourceArgs(
@@ -107,11 +126,14 @@ class InferenceHost(pulumi.ComponentResource):
                                         timeout_seconds=8,
                                         failure_threshold=90,
                                     ),
+                                    security_context=SECURITY_CONTEXT,
                                     volume_mounts=[
+                                        # each model sees (and may write) only its own cache directory
                                         k8s.core.v1.VolumeMountArgs(
-                                            name="model-cache", mount_path=render.MODEL_CACHE_MOUNT
+                                            name="model-cache", mount_path=render.MODEL_CACHE_MOUNT, sub_path=m.name
                                         ),
                                         k8s.core.v1.VolumeMountArgs(name="shm", mount_path="/dev/shm"),
+                                        k8s.core.v1.VolumeMountArgs(name="scratch", mount_path=SCRATCH_MOUNT),
                                     ],
                                 )
                             ],
@@ -127,6 +149,10 @@ class InferenceHost(pulumi.ComponentResource):
                                     empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(
                                         medium="Memory", size_limit=SHM_SIZE
                                     ),
+                                ),
+                                k8s.core.v1.VolumeArgs(
+                                    name="scratch",
+                                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=SCRATCH_SIZE),
                                 ),
                             ],
                         ),

@@ -12,6 +12,7 @@ from components.base import Args
 from components.remote import Ssh
 from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, macvlan_network, slurm_image
+from components.slurm.munge import MUNGE_VOLUME, munge_key_step
 from components.storage.contract import NetworkStorage
 
 MUNGE_KEY_BYTES = 1024
@@ -34,12 +35,14 @@ class SlurmHead(pulumi.ComponentResource):
     """The Slurm controller.
 
     Children: ``<name>-munge-key`` (RandomBytes) and ``<name>-db-password`` (RandomPassword),
-    ``<name>-munge-key`` step (key on the shared volume), ``<name>-slurm-secrets`` (DB password
+    ``<name>-munge-key-file`` step (the key on this host's disk), ``<name>-slurm-secrets`` (DB password
     file, slurmdbd.conf), ``<name>-slurm-state`` (durable, protected), one step per config file
     (reconfigures a running controller), the macvlan network, the image and the container."""
 
     address: str
     """Address of the head container (slurmctld, slurmdbd)."""
+    munge_key: pulumi.Output[str]
+    """The cluster's munge key, base64 (secret): every Slurm host writes it to its own disk."""
     container: docker.Container
     """The head container."""
     config_steps: list[pulumi.Resource]
@@ -53,16 +56,8 @@ class SlurmHead(pulumi.ComponentResource):
         key = random.RandomBytes(f"{name}-munge-key", length=MUNGE_KEY_BYTES, opts=child)
         password = random.RandomPassword(f"{name}-db-password", length=DB_PASSWORD_LENGTH, special=False, opts=child)
 
-        mount = args.network_storage.apply(lambda ns: ns.local_mount)
-        munge_step = mount.apply(lambda mp: steps.munge_key(host, mp))
-        munge = remote.run_output(
-            f"{name}-munge-key-file",
-            args.ssh,
-            munge_step,
-            stdin=key.base64,
-            secret_stdin=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.host_mount]),
-        )
+        self.munge_key = pulumi.Output.secret(key.base64)
+        munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, self.munge_key, self)
         secrets = remote.run(
             f"{name}-slurm-secrets",
             args.ssh,
@@ -108,7 +103,7 @@ class SlurmHead(pulumi.ComponentResource):
         ]
         shared = args.network_storage.apply(
             lambda ns: [
-                docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/munge", container_path="/etc/munge"),
+                MUNGE_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
             ]
         )

@@ -13,7 +13,11 @@ from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
 from components.scripts import RemoteScript, no_undo, script, sh_quote
 from components.slurm import render
 
-CONFIG_DIR = "/etc/slurm"  # on the head host; mounted at the same path in the head container
+CONFIG_DIR = "/etc/slurm"
+# The munge key on every Slurm host's own disk, mounted read-only at /etc/munge in its container. A
+# directory of its own, not /etc/munge: a host may run its own munge with another uid.
+MUNGE_DIR = "/etc/hpc-cluster/munge"
+MIN_MUNGE_KEY_BYTES = 32  # on the head host; mounted at the same path in the head container
 DB_PASSWORD_FILE = f"{CONFIG_DIR}/db-password"  # mounted at /run/secrets/slurm-db-password
 SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
 HEAD_CONTAINER = "slurm-head"
@@ -26,20 +30,28 @@ MIB = 1024 * 1024
 
 
 # ---- head -----------------------------------------------------------------------------------
-def munge_key(host: str, mount_point: str) -> RemoteScript:
-    """Write the munge key (base64 on stdin) to the shared volume: owner munge, mode 0400."""
-    key = f"{mount_point}/munge/munge.key"
+def munge_key(host: str, shared_mount: str) -> RemoteScript:
+    """Write the munge key (base64 on stdin) to this host's own disk, ``MUNGE_DIR`` (0700, owner
+    munge), never the shared volume: anything on the subnet could read it there. A key an older
+    release left on the shared volume is removed."""
+    key = f"{MUNGE_DIR}/munge.key"
+    legacy = f"{shared_mount}/munge/munge.key"
     create = script(
         host,
         f"{host}-munge-key",
         f"""\
-[ -d {sh_quote(mount_point + "/munge")} ] \
-  || hpc_fail "{mount_point}/munge is missing: is the shared volume mounted?"
-hpc_put_file {sh_quote(key)} 0400 {MUNGE_UID}:{MUNGE_GID} < <(base64 -d)
+hpc_dir {MUNGE_DIR} 0700 {MUNGE_UID}:{MUNGE_GID}
+hpc_put_file {key} 0400 {MUNGE_UID}:{MUNGE_GID} < <(base64 -d)
+[ "$(stat -c %s {key})" -ge {MIN_MUNGE_KEY_BYTES} ] \\
+  || hpc_fail "the munge key on stdin is shorter than {MIN_MUNGE_KEY_BYTES} bytes"
+if [ -e {sh_quote(legacy)} ]; then
+  rm -f {sh_quote(legacy)}
+  hpc_changed "removed the munge key from the shared volume ({legacy})"
+fi
 """,
         extra_headers={"secret-stdin": "munge-key"},
     )
-    delete = script(host, f"{host}-munge-key-delete", f"rm -f {sh_quote(key)}\n")
+    delete = script(host, f"{host}-munge-key-delete", f"rm -f {key}\n")
     return RemoteScript(f"{host}-munge-key", host, create, delete)
 
 

@@ -12,6 +12,7 @@ from components.hardware import HardwareProfile
 from components.remote import Ssh
 from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, macvlan_network, slurm_image
+from components.slurm.munge import MUNGE_VOLUME, munge_key_step
 from components.storage.contract import NetworkStorage
 
 EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
@@ -27,14 +28,16 @@ class GpuWorkerArgs(Args):
     container_address: str = Field(description="The worker container's macvlan address.")
     head_name: str = Field(description="The Slurm head's host name.")
     head_address: str = Field(description="The head container's address (configless server).")
+    munge_key: pulumi.Output[str] = Field(description="The cluster's munge key, base64 (secret).")
 
 
 class GpuWorker(pulumi.ComponentResource):
     """One slurmd node.
 
     Children: ``<name>-sysctl`` (kernel limits from RAM), ``<name>-gpu-preflight`` (driver branch
-    and GPU count), the macvlan network, the image, ``<name>-drain`` (on the head, before the
-    container is replaced), the container, ``<name>-resume`` (on the head, after). Nothing here
+    and GPU count), ``<name>-munge-key-file`` (the key on this host's disk), the macvlan network,
+    the image, ``<name>-drain`` (on the head, before the container is replaced), the container,
+    ``<name>-resume`` (on the head, after). Nothing here
     depends on sibling workers: only on this host, the storage contract and the head."""
 
     container: docker.Container
@@ -50,6 +53,7 @@ class GpuWorker(pulumi.ComponentResource):
             f"{name}-sysctl", args.ssh, steps.sysctl(host, steps.KernelTuning.for_profile(hw)), opts=child
         )
         preflight = remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count), opts=child)
+        munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, args.munge_key, self)
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         image = slurm_image(f"{name}-image", "worker", args.docker, self)
         devices = [
@@ -58,7 +62,7 @@ class GpuWorker(pulumi.ComponentResource):
         ]
         shared = args.network_storage.apply(
             lambda ns: [
-                docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/munge", container_path="/etc/munge"),
+                MUNGE_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
                 # slurmd manages job cgroups (ConstrainCores/RAMSpace/Devices).
                 docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),
@@ -93,7 +97,7 @@ class GpuWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.host_mount, sysctl, preflight, drain],
+                depends_on=[args.host_mount, sysctl, preflight, munge, drain],
             ),
         )
         remote.run_with_triggers(

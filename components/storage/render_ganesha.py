@@ -62,6 +62,8 @@ EXPORT {{
     Transports = TCP;
     SecType = sys;
     Squash = {squash};
+    # Only root on a client may mount: a user-space client cannot claim a uid from a host.
+    PrivilegedPort = true;
     Access_Type = None;
     Disable_ACL = true;
 

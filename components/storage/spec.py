@@ -80,10 +80,18 @@ class ExportSpec:
     allow_no_root_squash: bool = False
 
 
-def volume_options(owner_uid: int, owner_gid: int, extra: dict[str, str]) -> tuple[tuple[str, str], ...]:
+def volume_options(
+    owner_uid: int, owner_gid: int, clients: list[str], extra: dict[str, str]
+) -> tuple[tuple[str, str], ...]:
     """The option set in the order it is applied: base quorum settings, the volume-root owner,
-    then the stack's extras (which win over the base when they name the same option)."""
-    opts = [*BASE_VOLUME_OPTIONS.items(), ("storage.owner-uid", str(owner_uid)), ("storage.owner-gid", str(owner_gid))]
+    the clients allowed to mount (the cluster's hosts: never the container range), then the
+    stack's extras (which win over the base when they name the same option)."""
+    opts = [
+        *BASE_VOLUME_OPTIONS.items(),
+        ("storage.owner-uid", str(owner_uid)),
+        ("storage.owner-gid", str(owner_gid)),
+        ("auth.allow", ",".join(clients)),
+    ]
     return tuple([*opts, *sorted(extra.items())])
 
 

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.integration import hostkeys
+
 SHIM = r"""#!/bin/bash
 # systemctl stand-in for test hosts without systemd: the few units the scripts manage.
 set -euo pipefail
@@ -222,7 +224,6 @@ class Lab:
         shim = h / "shim" / "systemctl"
         shim.write_text(SHIM)
         shim.chmod(0o755)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(h / "host_key")], check=True)
         with open(h / "holder.log", "w") as log:
             subprocess.Popen(
                 [
@@ -259,7 +260,7 @@ class Lab:
                 "-f",
                 str(self.dir / "sshd_config"),
                 "-h",
-                str(h / "host_key"),
+                str(hostkeys.key_file(name)),
                 "-E",
                 str(h / "sshd.log"),
             ],
@@ -311,21 +312,19 @@ class Lab:
         check: bool = True,
         timeout: float = 300,
         client: str = "cl",
+        host_key: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``command`` on ``host`` over SSH from a client namespace."""
+        """Run ``command`` on ``host`` over SSH from a client namespace. With ``host_key`` (a
+        step's pinned key) the host must answer with exactly that key."""
         addr = self.hosts[host].address if host in self.hosts else host
+        pin: list[str] = []
+        if host_key:
+            known = self.dir / f"known_hosts-{addr}"
+            known.write_text(f"{addr} {host_key}\n")
+            pin = ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}"]
+        ssh = ["ip", "netns", "exec", f"{self.prefix}-{client}", "ssh", "-F", str(self.dir / "ssh_config")]
         proc = subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                f"{self.prefix}-{client}",
-                "ssh",
-                "-F",
-                str(self.dir / "ssh_config"),
-                addr,
-                command,
-            ],
+            [*ssh, *pin, addr, command],
             input=stdin if stdin is not None else "",
             capture_output=True,
             text=True,

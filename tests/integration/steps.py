@@ -18,6 +18,7 @@ class Step:
     delete: str | None
     stdin: str | None
     after: tuple[str, ...]
+    host_key: str | None = None  # the connection's pinned host key
 
 
 def steps(result: PlanRun, parents: tuple[str, ...]) -> list[Step]:
@@ -41,6 +42,7 @@ def steps(result: PlanRun, parents: tuple[str, ...]) -> list[Step]:
                 plain(r.inputs.get("delete")),
                 plain(r.inputs.get("stdin")),
                 tuple(by_urn[d].name for d in graph[urn]),
+                conn.get("hostKey"),
             )
         )
     return out
@@ -51,4 +53,5 @@ def run_step(
 ) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
     command = step.delete if delete else step.create
     assert command, f"{step.name} has no {'delete' if delete else 'create'} command"
-    return lab.ssh(step.host, command, stdin=step.stdin if not delete else None, check=check, timeout=timeout)
+    stdin = step.stdin if not delete else None
+    return lab.ssh(step.host, command, stdin=stdin, check=check, timeout=timeout, host_key=step.host_key)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from stacks import plan
+from tests.integration import hostkeys
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, steps
 
@@ -39,6 +40,7 @@ def stack(hosts: list[str] | None = None, **storage):
             "name": f"gl{i}",
             "address": f"{NET}.{11 + i - 1}",
             "sshUser": "root",
+            "hostKey": hostkeys.public(f"gl{i}"),
             "profile": "rpi4-8g",
             "roles": ["storage", "slurm-head"] if i == 1 else ["storage"],
         }

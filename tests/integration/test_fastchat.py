@@ -105,6 +105,9 @@ def host(built, records, tmp_path_factory):
                 host_config=daemon.api.create_host_config(
                     network_mode="host", binds=binds,
                     extra_hosts={"fastchat-controller": "127.0.0.1"},  # the controller Service's name
+                    # the Deployment's securityContext, as Docker spells it
+                    cap_drop=spec["securityContext"]["capabilities"]["drop"],
+                    security_opt=[] if spec["securityContext"]["allowPrivilegeEscalation"] else ["no-new-privileges"],
                 ),
             )  # fmt: skip
             daemon.api.start(created["Id"])

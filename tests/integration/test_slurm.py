@@ -37,7 +37,7 @@ from components.slurm import render as slurm_render
 from components.slurm.images import context_hash
 from stacks import plan
 from stacks.mocks import plain
-from tests.integration import docker_lab, slurm_docs
+from tests.integration import docker_lab, hostkeys, slurm_docs
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, run_step, steps
 
@@ -77,6 +77,7 @@ def stack(workers: int) -> dict[str, Any]:
             "name": "head",
             "address": SSH_ADDR["head"],
             "sshUser": "root",
+            "hostKey": hostkeys.public("head"),
             "profile": "epyc-7502p-256g",
             "roles": ["storage", "slurm-head"],
             "containerAddress": CTR_ADDR["head"],
@@ -86,6 +87,7 @@ def stack(workers: int) -> dict[str, Any]:
             "name": f"w{i}",
             "address": SSH_ADDR[f"w{i}"],
             "sshUser": "root",
+            "hostKey": hostkeys.public(f"w{i}"),
             "profile": "a100x2-80g",
             "roles": ["storage", "gpu-worker"] if i <= 2 else ["gpu-worker"],
             "containerAddress": CTR_ADDR[f"w{i}"],
@@ -149,12 +151,9 @@ class Cluster:
         self.loaded: dict[str, set[str]] = {}
 
     def prepare(self) -> None:
-        """Per host: private /etc/slurm; the shared volume at /srv/gfsv (munge 0700 991:991 and
-        home, as ClientMount makes them); fake GPUs and nvidia-smi on workers; a dockerd whose
+        """Per host: private /etc/slurm; the shared volume at /srv/gfsv (home, as ClientMount
+        makes it); fake GPUs and nvidia-smi on workers; a dockerd whose
         socket is the host's default (/run/docker.sock) and the test's."""
-        (self.shared / "munge").mkdir(parents=True)
-        os.chown(self.shared / "munge", 991, 991)
-        (self.shared / "munge").chmod(0o700)
         (self.shared / "home" / "jobs").mkdir(parents=True)
         (self.shared / "home" / "jobs").chmod(0o777)
         # Docker's embedded DNS forwards what it cannot answer (slurmctld looks up every peer's
@@ -224,7 +223,7 @@ def run_head_steps(lab: labmod.Lab, planned: Planned) -> dict[str, str]:
         stdin = s.stdin
         if s.name == "head-slurm-conf" and stdin is not None:
             stdin += OVERRIDE
-        out[s.name] = lab.ssh(s.host, s.create, stdin=stdin).stdout
+        out[s.name] = lab.ssh(s.host, s.create, stdin=stdin, host_key=s.host_key).stdout
     return out
 
 
@@ -259,6 +258,7 @@ def cluster(planned, builder):
         assert all(o.rstrip().endswith("hpc: result=changed") for o in first.values()), first
         for w in ("w1", "w2"):
             run_step(lab, planned.steps[f"{w}-gpu-preflight"])
+            run_step(lab, planned.steps[f"{w}-munge-key-file"])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
         for w in ("w1", "w2"):
@@ -287,8 +287,11 @@ def test_images_are_built_from_the_plan_records(cluster, planned, builder):
 
 
 def test_head_steps_write_secrets_with_owner_and_mode(cluster):
-    key = cluster.lab.ssh("head", "stat -c '%a %u:%g %s' /srv/gfsv/munge/munge.key").stdout.split()
-    assert key == ["400", "991:991", "1024"]
+    for host in ("head", "w1", "w2"):  # every Slurm host has the key on its own disk, none on the shared volume
+        key = cluster.lab.ssh(host, "stat -c '%a %u:%g %s' /etc/hpc-cluster/munge/munge.key").stdout.split()
+        assert key == ["400", "991:991", "1024"]
+        assert cluster.lab.ssh(host, "stat -c '%a %u:%g' /etc/hpc-cluster/munge").stdout.split() == ["700", "991:991"]
+    assert not list(cluster.shared.rglob("munge.key"))
     assert cluster.lab.ssh("head", "stat -c '%a %u' /etc/slurm/slurmdbd.conf").stdout.split() == ["600", "64030"]
     rc, conf = cluster.in_head("cat /etc/slurm/slurmdbd.conf")
     assert rc == 0 and "StoragePass=" in conf and "@@" not in conf
@@ -385,18 +388,21 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     before = {r.urn: r for r in planned.result.resources}
     after = {r.urn: r for r in bigger.result.resources}
     changed = sorted(after[u].name for u in before.keys() & after.keys() if after[u].inputs != before[u].inputs)
-    assert changed == ["head-gres-conf", "head-slurm-conf"]
+    # the head's Slurm files; the storage allow-lists (Gluster auth.allow, Ganesha Clients: every host,
+    # the export updated in place)
+    assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-slurm-conf"]
     added = {after[u].name for u in after.keys() - before.keys()}
     assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-image", "w3-macvlan", "w3-resume",
-                     "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab"}  # fmt: skip
+                     "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file"}  # fmt: skip
     pids = {w: cluster.slurmd_pid(w) for w in ("w1", "w2")}
     for name in ("head-slurm-conf", "head-gres-conf"):
         s = bigger.steps[name]
         stdin = (s.stdin or "") + (OVERRIDE if name == "head-slurm-conf" else "")
-        out = cluster.lab.ssh(s.host, s.create, stdin=stdin).stdout
+        out = cluster.lab.ssh(s.host, s.create, stdin=stdin, host_key=s.host_key).stdout
         assert "hpc: changed: scontrol reconfigure" in out
         assert "restarted" not in out  # Slurm 24.11 adds nodes on reconfigure
     run_step(cluster.lab, bigger.steps["w3-gpu-preflight"])
+    run_step(cluster.lab, bigger.steps["w3-munge-key-file"])
     cluster.deploy(bigger, "w3")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3"}, "w3 to join", 120)
     assert {w: cluster.slurmd_pid(w) for w in ("w1", "w2")} == pids  # the other workers were not restarted

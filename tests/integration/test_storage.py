@@ -5,18 +5,22 @@ clients: one inside the allowed network, one outside it. Tests run in file order
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 
 import pytest
 
+from tests.integration import hostkeys
 from tests.integration.steps import Step, run_step
-from tests.integration.storage_stack import NET, storage_lab, storage_steps
+from tests.integration.storage_stack import NET, stack, storage_lab, storage_steps
 
 pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def lab():
-    yield from storage_lab({"cl": f"{NET}.2", "out": f"{NET}.200"})
+    # cl: an allowed client host; out: outside allowedClients; ctr: an address in the container range
+    yield from storage_lab({"cl": f"{NET}.2", "out": f"{NET}.200", "ctr": f"{NET}.242"})
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +57,8 @@ def test_first_run_builds_a_started_replica_3_volume(lab, planned):
     opts = lab.ssh("gl1", "gluster volume get gv0 all").stdout
     assert "cluster.server-quorum-type               server" in opts
     for h in ("gl1", "gl2", "gl3"):
-        assert (
-            lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/munge").stdout.strip() == "700 991:991"
-        )
+        shared = lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/slurm").stdout.strip()
+        assert shared == "755 64030:64030"
         assert "backup-volfile-servers=10.77.0.12:10.77.0.13" in lab.ssh(h, "cat /etc/fstab").stdout
 
 
@@ -92,6 +95,60 @@ def test_client_outside_allowed_network_is_refused(lab):
     outside = lab.in_client("out", ["nfs-ls", f"nfs://{NET}.11/gv/?version=4"])
     assert outside.returncode != 0
     assert "hello.txt" not in outside.stdout
+
+
+def test_the_container_range_and_unprivileged_users_cannot_reach_the_volume(lab):
+    """A job or a pod (container range) could claim any uid with a user-space client; so could an
+    unprivileged user on a host. Neither may mount the volume, over NFS or natively."""
+    url = f"nfs://{NET}.11/gv/?version=4&uid=1000&gid=1000"
+    assert lab.in_client("cl", ["nfs-ls", url]).returncode == 0  # root on an allowed host
+    ctr = lab.in_client("ctr", ["nfs-ls", url])
+    assert ctr.returncode != 0 and "hello.txt" not in ctr.stdout
+    user = lab.in_client("cl", ["runuser", "-u", "nobody", "--", "nfs-ls", url])
+    assert user.returncode != 0 and "hello.txt" not in user.stdout  # PrivilegedPort
+    mnt = lab.dir / "ctr-mnt"
+    mnt.mkdir()
+    fuse = lab.in_client("ctr", ["unshare", "-m", "sh", "-c",
+                                 f"mount -t glusterfs {NET}.11:/gv0 {mnt}; cat {mnt}/hello.txt"])  # fmt: skip
+    assert fuse.returncode != 0 and "written through" not in fuse.stdout, fuse.stdout
+    opts = lab.ssh("gl1", "gluster volume get gv0 auth.allow").stdout
+    assert f"{NET}.11,{NET}.12,{NET}.13" in opts
+
+
+def restart_sshd(lab, host: str, key) -> None:  # type: ignore[no-untyped-def]
+    lab.on(host, ["bash", "-c", "kill $(cat /run/sshd-lab.pid); while [ -e /run/sshd-lab.pid ]; do sleep 0.1; done"])
+    sshd = ["/usr/sbin/sshd", "-f", str(lab.dir / "sshd_config"), "-E", str(lab.dir / "sshd2.log")]
+    lab.on(host, [*sshd, "-h", str(key)])
+
+
+def docker_ssh_opts(**stack_changes) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ssh options the plan gives gl1's Docker provider (its inputs arrive JSON-encoded)."""
+    from stacks import plan as planmod
+
+    cfg = stack() | stack_changes
+    provider = next(r for r in planmod.run("dev", cfg).resources if r.name == "gl1-docker")
+    return list(json.loads(provider.inputs["sshOpts"]))
+
+
+def test_a_host_answering_with_another_key_is_refused(lab, planned):
+    step = planned["gl2-glusterd"]
+    assert step.host_key == hostkeys.public("gl2")  # pinned in the plan, from the stack's hostKey
+    restart_sshd(lab, "gl2", hostkeys.key_file("gl2", "impostor"))
+    try:
+        proc = run_step(lab, step, check=False)
+        assert proc.returncode != 0 and "Host key verification failed." in proc.stderr
+    finally:
+        restart_sshd(lab, "gl2", hostkeys.key_file("gl2"))
+    assert run_step(lab, step).returncode == 0
+    # The Docker provider's OpenSSH client, with exactly the options the plan records.
+    ssh = ["ip", "netns", "exec", f"{lab.prefix}-cl", "ssh", "-i", str(lab.dir / "client_key")]
+    good = subprocess.run([*ssh, *docker_ssh_opts(), f"root@{NET}.11", "true"], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    hosts = json.loads(json.dumps(stack()["hpc:hosts"]))
+    hosts[0]["hostKey"] = hostkeys.public("gl1", "impostor")
+    bad = subprocess.run([*ssh, *docker_ssh_opts(**{"hpc:hosts": hosts}), f"root@{NET}.11", "true"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "Host key verification failed." in bad.stderr
 
 
 def test_an_export_change_is_applied_without_a_restart(lab, planned):

@@ -317,3 +317,87 @@ def test_the_pack_entry_point_assembles_the_same_policies():
         "stateful-protected",
         "nvidia-driver-branch",
     }
+
+
+# ---- trust boundaries (policy/trust.py) ------------------------------------------------------------
+def check_with(fn, rtype, props, config, name="r"):
+    found = []
+    fn(
+        ResourceValidationArgs(rtype, props, f"urn:{name}", name, OPTS, None, config),
+        lambda m, urn=None: found.append(m),
+    )
+    return found
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPp8MqQyhGhm/E82pkr0j3l3RJh2JvqfUqdU8cX3GOFs"
+
+
+def test_ssh_host_keys_pinned():
+    from policy import trust
+
+    bare = step() | {"connection": {"host": "10.0.0.1", "user": "root"}}
+    assert "without a pinned host key" in check(trust.ssh_host_keys_pinned, CMD, bare, name="s")[0]
+    pinned = step() | {"connection": {"host": "10.0.0.1", "user": "root", "hostKey": KEY}}
+    assert not check(trust.ssh_host_keys_pinned, CMD, pinned)
+    provider = "pulumi:providers:docker"
+    loose = {"host": "ssh://root@10.0.0.1:22", "sshOpts": '["-o", "StrictHostKeyChecking=yes"]'}
+    assert "Docker provider d" in check(trust.ssh_host_keys_pinned, provider, loose, name="d")[0]
+    strict = {"host": "ssh://root@10.0.0.1:22", "sshOpts": f'["-o", "KnownHostsCommand=/bin/echo 10.0.0.1 {KEY}"]'}
+    assert not check(trust.ssh_host_keys_pinned, provider, strict)
+
+
+def test_no_secret_on_shared_volume():
+    from policy import trust
+
+    mount = step("want='10.0.0.1:/gv0 /gfsv glusterfs defaults 0 0'")
+    on_volume = step("hpc_put_file '/gfsv/munge/munge.key' 0400 991:991", secret_stdin="munge-key")
+    on_host = step("hpc_put_file /etc/hpc-cluster/munge/munge.key 0400 991:991", secret_stdin="munge-key")
+    ctr = "docker:index/container:Container"
+    shared_key = {"volumes": [{"hostPath": "/gfsv/munge", "containerPath": "/etc/munge"}]}
+    bad = stack_check(trust.no_secret_on_shared_volume,
+                      [(CMD, "m", mount), (CMD, "k", on_volume), (ctr, "c", shared_key)])  # fmt: skip
+    assert len(bad) == 2 and "writes a secret to /gfsv/munge/munge.key" in bad[0] and "container c" in bad[1]
+    local_key = {"volumes": [{"hostPath": "/etc/hpc-cluster/munge", "containerPath": "/etc/munge"}]}
+    assert not stack_check(trust.no_secret_on_shared_volume, [(CMD, "m", mount), (CMD, "k", on_host),
+                                                             (ctr, "c", local_key)])  # fmt: skip
+
+
+def test_nfs_clients_exclude_container_range():
+    from policy import trust
+
+    conf = {"containerRanges": ["10.0.0.192/26"]}
+    wide = step(file="/etc/ganesha/ganesha.conf", stdin="CLIENT { Clients = 10.0.0.0/24; }")
+    assert "overlaps the container range 10.0.0.192/26" in check_with(
+        trust.nfs_clients_exclude_container_range, CMD, wide, conf)[0]  # fmt: skip
+    hosts = step(file="/etc/ganesha/ganesha.conf", stdin="CLIENT { Clients = 10.0.0.11/32, 10.0.0.12/32; }")
+    assert not check_with(trust.nfs_clients_exclude_container_range, CMD, hosts, conf)
+    gluster = step("wanted 'auth.allow' '10.0.0.11,10.0.0.200'")
+    assert "Gluster auth.allow" in check_with(trust.nfs_clients_exclude_container_range, CMD, gluster, conf)[0]
+    assert not check_with(trust.nfs_clients_exclude_container_range, CMD, step("wanted 'auth.allow' '10.0.0.11'"),
+                          conf)  # fmt: skip
+
+
+def test_privileged_containers_allowlist():
+    from policy import trust
+
+    ctr = "docker:index/container:Container"
+    worker = {"name": "slurm-worker", "capabilities": {"adds": ["SYS_ADMIN"]}, "cgroupnsMode": "host"}
+    assert not check(trust.privileged_containers_allowlist, ctr, worker)
+    head = {"name": "slurm-head", "capabilities": {"adds": ["SYS_ADMIN"]},
+            "volumes": [{"hostPath": "/sys/fs/cgroup", "containerPath": "/sys/fs/cgroup"}]}  # fmt: skip
+    msg = check(trust.privileged_containers_allowlist, ctr, head)[0]
+    assert "slurm-head is given capabilities SYS_ADMIN, a writable host /sys/fs/cgroup" in msg
+    assert "privileged" in check(trust.privileged_containers_allowlist, ctr, {"name": "x", "privileged": True})[0]
+
+
+def test_inference_pods_hardened_and_remote_code_listed():
+    from policy import trust
+
+    loose = deployment(args=["x/y", "--trust-remote-code"])
+    assert "may run as root" in check(trust.inference_pods_hardened, DEP, loose)[0]
+    assert "--trust-remote-code" in check(trust.trust_remote_code_listed, DEP, loose, name="m")[0]
+    tight = deployment()
+    tight["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {
+        "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+    assert not check(trust.inference_pods_hardened, DEP, tight)
+    assert not check(trust.trust_remote_code_listed, DEP, tight)

@@ -32,6 +32,7 @@ def test_adding_one_worker(base):
         f"{new}-container",
         f"{new}-drain",
         f"{new}-gpu-preflight",
+        f"{new}-munge-key-file",
         f"{new}-image",
         f"{new}-macvlan",
         f"{new}-resume",
@@ -41,7 +42,8 @@ def test_adding_one_worker(base):
         f"{new}-mount-fstab",
     }
     assert removed == set()
-    assert changed == {"head01-slurm-conf", "head01-gres-conf"}  # the head's config; no sibling, no image
+    # the head's config, and Gluster's auth.allow, which lists every host; no sibling, no image
+    assert changed == {"head01-slurm-conf", "head01-gres-conf", "gv0-options"}
 
 
 def test_changing_one_workers_profile(base):

@@ -53,7 +53,7 @@ def test_vllm_args_carry_the_notes_flags_and_no_key():
         ("--dtype", "bfloat16"),
     ):
         assert args[args.index(flag) + 1] == value
-    assert "--enforce-eager" in args and "--trust-remote-code" in args
+    assert "--enforce-eager" in args and "--trust-remote-code" not in args  # only where the stack says so
     assert not any("api-key" in a for a in args)
 
 

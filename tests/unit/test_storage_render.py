@@ -51,6 +51,8 @@ EXPORT {
     Transports = TCP;
     SecType = sys;
     Squash = Root_Squash;
+    # Only root on a client may mount: a user-space client cannot claim a uid from a host.
+    PrivilegedPort = true;
     Access_Type = None;
     Disable_ACL = true;
 
@@ -91,10 +93,12 @@ def test_fstab_line_has_backup_volfile_servers():
 
 
 def test_volume_options_base_then_owner_then_extras_in_apply_order():
-    opts = storage_spec.volume_options(1000, 1001, {"network.ping-timeout": "10", "cache-size": "64MB"})
+    extra = {"network.ping-timeout": "10", "cache-size": "64MB"}
+    opts = storage_spec.volume_options(1000, 1001, ["10.0.0.1", "10.0.0.2"], extra)
     keys = [k for k, _ in opts]
     assert keys[:4] == ["cluster.quorum-type", "cluster.server-quorum-type", "nfs.disable", "network.ping-timeout"]
     assert dict(opts)["storage.owner-uid"] == "1000" and dict(opts)["storage.owner-gid"] == "1001"
+    assert dict(opts)["auth.allow"] == "10.0.0.1,10.0.0.2"
     # the stack's extras come last, so the options script lets them win over the base
     assert opts[-2:] == (("cache-size", "64MB"), ("network.ping-timeout", "10"))
 

@@ -1,0 +1,133 @@
+"""NetworkPolicies of the inference namespace: who may talk to the model servers, and where they
+may talk to. k3s enforces them (its embedded network policy controller).
+
+* nothing reaches a pod of the namespace unless a policy below lets it (default deny);
+* model servers: reached only by FastChat (web UI and controller) and by the k3s server host,
+  where the post-deploy check runs; they reach only the cluster DNS and HTTPS outside the
+  cluster's subnet (Hugging Face downloads), never a host of the cluster;
+* the FastChat web UI is reached by anyone (it is the users' way in; it asks for no key, the
+  model APIs do); the controller only by the web UI.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import Field
+
+from components.base import Args
+
+MODEL_LABEL = "hpc-cluster.io/model"
+HTTPS_PORT = 443
+DNS_PORT = 53
+
+
+class NetworkPoliciesArgs(Args):
+    provider: k8s.Provider = Field(description="The cluster's Kubernetes provider.")
+    namespace: pulumi.Output[str] = Field(description="The inference namespace.")
+    model_ports: list[int] = Field(description="Ports the model servers listen on.")
+    webui_port: int = Field(description="The FastChat web UI's port.")
+    controller_port: int = Field(description="The FastChat controller's port.")
+    server_address: str = Field(description="The k3s server host (runs the post-deploy check).")
+    cluster_subnet: str = Field(description="The cluster's host subnet: models never reach it.")
+
+
+def _tcp(ports: list[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
+    return [k8s.networking.v1.NetworkPolicyPortArgs(port=p, protocol="TCP") for p in sorted(set(ports))]
+
+
+def _app(app: str) -> k8s.networking.v1.NetworkPolicyPeerArgs:
+    return k8s.networking.v1.NetworkPolicyPeerArgs(
+        pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": app})
+    )
+
+
+class NetworkPolicies(pulumi.ComponentResource):
+    """Children: ``default-deny``, ``models-ingress``, ``models-egress``, ``fastchat-webui-ingress``
+    and ``fastchat-controller-ingress`` NetworkPolicies."""
+
+    def __init__(self, name: str, args: NetworkPoliciesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:inference:NetworkPolicies", name, None, opts)
+        opt = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        models = k8s.meta.v1.LabelSelectorArgs(
+            match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key=MODEL_LABEL, operator="Exists")]
+        )
+        N = k8s.networking.v1  # noqa: N806
+
+        def policy(pname: str, spec: k8s.networking.v1.NetworkPolicySpecArgs) -> None:
+            N.NetworkPolicy(
+                f"{name}-{pname}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=pname, namespace=args.namespace),
+                spec=spec,
+                opts=opt,
+            )
+
+        policy("default-deny", N.NetworkPolicySpecArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(),
+                                                        policy_types=["Ingress"]))  # fmt: skip
+        policy(
+            "models-ingress",
+            N.NetworkPolicySpecArgs(
+                pod_selector=models,
+                policy_types=["Ingress"],
+                ingress=[
+                    N.NetworkPolicyIngressRuleArgs(
+                        from_=[
+                            _app("fastchat-webui"),
+                            _app("fastchat-controller"),
+                            N.NetworkPolicyPeerArgs(ip_block=N.IPBlockArgs(cidr=f"{args.server_address}/32")),
+                        ],
+                        ports=_tcp(args.model_ports),
+                    )
+                ],
+            ),
+        )
+        policy(
+            "models-egress",
+            N.NetworkPolicySpecArgs(
+                pod_selector=models,
+                policy_types=["Egress"],
+                egress=[
+                    N.NetworkPolicyEgressRuleArgs(
+                        to=[
+                            N.NetworkPolicyPeerArgs(
+                                namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels={"kubernetes.io/metadata.name": "kube-system"}
+                                ),
+                                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
+                            )
+                        ],
+                        ports=[
+                            N.NetworkPolicyPortArgs(port=DNS_PORT, protocol="UDP"),
+                            N.NetworkPolicyPortArgs(port=DNS_PORT, protocol="TCP"),
+                        ],
+                    ),
+                    N.NetworkPolicyEgressRuleArgs(
+                        to=[
+                            N.NetworkPolicyPeerArgs(
+                                ip_block=N.IPBlockArgs(cidr="0.0.0.0/0", except_=[args.cluster_subnet])
+                            )
+                        ],
+                        ports=_tcp([HTTPS_PORT]),
+                    ),
+                ],
+            ),
+        )
+        policy(
+            "fastchat-webui-ingress",
+            N.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": "fastchat-webui"}),
+                policy_types=["Ingress"],
+                ingress=[N.NetworkPolicyIngressRuleArgs(ports=_tcp([args.webui_port]))],
+            ),
+        )
+        policy(
+            "fastchat-controller-ingress",
+            N.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": "fastchat-controller"}),
+                policy_types=["Ingress"],
+                ingress=[
+                    N.NetworkPolicyIngressRuleArgs(from_=[_app("fastchat-webui")], ports=_tcp([args.controller_port]))
+                ],
+            ),
+        )
+        self.register_outputs({})
