@@ -26,7 +26,11 @@ from policy import facts
 
 DOCKER_PROVIDER = "pulumi:providers:docker"
 # The containers that may hold extra privileges, and why (README, "Trust model").
-PRIVILEGE_ALLOWLIST = {"slurm-worker": "slurmd confines jobs to their GPUs and CPUs (devices cgroup: CAP_SYS_ADMIN)"}
+PRIVILEGE_ALLOWLIST = {
+    "slurm-worker": "slurmd starts job steps and confines them to their GPUs, CPUs and memory: CAP_SYS_ADMIN, "
+    "CAP_SYS_NICE (task affinity of another user's job) and "
+    "a writable cgroup tree (each proven needed on real Slurm; the host cgroup namespace is not)"
+}
 _PUT_FILE = re.compile(r"hpc_put_file\s+'?([^\s']+)'?")
 _CLIENTS = re.compile(r"\bClients\s*=\s*([^;]+);")
 _FSTAB_MOUNT = re.compile(r"^want='\S+ (\S+) glusterfs ", re.M)

@@ -90,8 +90,14 @@ class GpuWorker(pulumi.ComponentResource):
             ],
             devices=devices,
             volumes=shared,
-            cgroupns_mode="host",
-            capabilities=docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN"]),
+            # The privileges slurmd keeps, each proven needed on real Slurm (tests/integration/test_slurm.py):
+            # CAP_SYS_ADMIN (without it no job step starts: "Slurmd could not execve job"), CAP_SYS_NICE (a
+            # user's job fails: "task_g_set_affinity: Operation not permitted") and a writable
+            # cgroup tree (without it proctrack/cgroup fails to load). The host's cgroup namespace is
+            # not needed: a private one confines devices just as well. policy/trust.py allows these
+            # for this container only.
+            cgroupns_mode="private",
+            capabilities=docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN", "SYS_NICE"]),
             restart="unless-stopped",
             must_run=True,
             opts=pulumi.ResourceOptions(

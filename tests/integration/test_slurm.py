@@ -334,6 +334,22 @@ def test_gpu_gres_is_allocated_and_confined(cluster):
     assert "'/dev/nvidia1' for reading: Operation not permitted" in one
 
 
+def test_a_job_cannot_write_to_the_cgroup_tree(cluster):
+    """slurmd keeps CAP_SYS_ADMIN and a writable cgroup tree; a job (run as its user) gets neither:
+    it can neither raise its own memory limit nor touch another cgroup."""
+    probe = (
+        "cg=$(find /sys/fs/cgroup/memory -path \"*/job_$SLURM_JOB_ID/memory.limit_in_bytes\" | head -n1); "
+        "echo found=$cg; echo 99999999999 > $cg 2>&1; echo 1 > /sys/fs/cgroup/memory/memory.swappiness 2>&1; "
+        "grep CapEff /proc/self/status; true"
+    )
+    # submitted by an unprivileged user (nobody), as every job of a researcher is
+    rc, out = cluster.daemons["head"].exec("slurm-head", f"cd /tmp && srun -N1 -w w1 --mem=100M bash -c '{probe}'",
+                                           user="65534")  # fmt: skip
+    assert rc == 0, out
+    assert "found=/sys/fs/cgroup/memory/" in out and out.count("Permission denied") == 2, out
+    assert "CapEff:\t0000000000000000" in out, out  # no capability at all inside the job
+
+
 def test_sbatch_output_on_the_shared_volume_and_sacct_gpu_tres(cluster):
     rc, job = cluster.in_head(
         "sbatch --parsable -N1 --gres=gpu:a100:1 --mem=100M "
