@@ -257,6 +257,14 @@ class SlurmConfig(_Model):
     allow_destroy: bool = Field(
         default=False, description="Let a stack deletion remove Slurm state and the accounting DB."
     )
+    max_unavailable: int = Field(
+        default=1, ge=1, description="Workers drained at once when their containers are replaced (rolling)."
+    )
+    drain_timeout_seconds: int = Field(
+        default=3600,
+        ge=10,
+        description="How long a drained worker waits for its jobs; then it is resumed and the step fails naming them.",
+    )
 
     @model_validator(mode="after")
     def _partitions(self) -> SlurmConfig:

@@ -23,7 +23,8 @@ SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
 HEAD_CONTAINER = "slurm-head"
 WORKER_CONTAINER = "slurm-worker"
 DRAIN_REASON = "hpc-cluster: replacing the slurmd container"
-DRAIN_TIMEOUT_S = 600
+DRAIN_TIMEOUT_S = 3600
+DRAIN_POLL_S = 2
 CONTROLLER_RECONFIGURE_TIMEOUT_S = 120
 PAGE_SIZE = 4096
 MIB = 1024 * 1024
@@ -200,23 +201,58 @@ echo "hpc: {host}: {gpus} GPUs, driver R$branch"
     return RemoteScript(f"{host}-gpu-preflight", host, create, delete)
 
 
-def drain(head: str, node: str) -> RemoteScript:
-    """On the head: drain ``node`` and wait until its jobs are done (before its container goes)."""
+def drain(head: str, node: str, max_unavailable: int = 1, timeout_s: int = DRAIN_TIMEOUT_S) -> RemoteScript:
+    """On the head: drain ``node`` before its container is replaced, and wait for its jobs.
+
+    Rolling: at most ``max_unavailable`` nodes are drained by hpc-cluster at once, whatever the
+    engine runs in parallel (the check and the drain happen under a lock on the head), so the
+    graph gains no edge between sibling workers. Bounded: a node whose jobs outlast
+    ``timeout_s`` is resumed and the step fails naming the jobs; its container stays as it is."""
     reason = sh_quote(DRAIN_REASON)
+    ours = sh_quote("Reason=" + DRAIN_REASON)
     create = script(
         head,
         f"{node}-drain",
         f"""\
 sc() {{ docker exec {HEAD_CONTAINER} scontrol "$@"; }}
-if ! docker inspect {HEAD_CONTAINER} >/dev/null 2>&1 || ! sc show node {node} >/dev/null 2>&1; then
+in_slurm() {{ docker inspect {HEAD_CONTAINER} >/dev/null 2>&1 && sc show node {node} >/dev/null 2>&1; }}
+draining() {{ sc show node {node} | grep -q 'State=[A-Z+]*DRAIN'; }}
+drained() {{ sc show node {node} | grep -Eq 'State=(IDLE|DOWN)\\+DRAIN|State=[A-Z+]*DRAINED'; }}
+ours() {{ sc show node {node} | grep -qF {ours}; }}
+others() {{
+  sc -o show nodes | awk -v me=NodeName={node} -v r={ours} 'index($0, r) && $1 != me {{ print substr($1, 10) }}' \\
+    | paste -sd' '
+}}
+if ! in_slurm; then
   echo "hpc: {node} is not in Slurm yet: nothing to drain"
 else
-  if ! sc show node {node} | grep -q 'State=[A-Z+]*DRAIN'; then
-    sc update nodename={node} state=drain reason={reason}
-    hpc_changed "drained {node}"
-  fi
-  drained() {{ sc show node {node} | grep -Eq 'State=(IDLE|DOWN)\\+DRAIN|State=[A-Z+]*DRAINED'; }}
-  hpc_wait {DRAIN_TIMEOUT_S} "jobs on {node} to finish" drained
+  exec 9>>/run/lock/hpc-cluster-drain.lock
+  waited=0
+  until draining; do
+    flock 9
+    busy=$(others)
+    if [ "$(wc -w <<<"$busy")" -lt {max_unavailable} ]; then
+      sc update nodename={node} state=drain reason={reason}
+      hpc_changed "drained {node} (at most {max_unavailable} node(s) drained at once; others: ${{busy:-none}})"
+    fi
+    flock -u 9
+    draining && break
+    [ "$waited" -lt {timeout_s} ] || hpc_fail "waited {timeout_s}s to drain {node}: {max_unavailable} node(s) \
+already drained for replacement ($busy); see hpc:slurm.maxUnavailable"
+    sleep {DRAIN_POLL_S}
+    waited=$((waited + {DRAIN_POLL_S}))
+  done
+  waited=0
+  until drained; do
+    if [ "$waited" -ge {timeout_s} ]; then
+      jobs=$(docker exec {HEAD_CONTAINER} squeue -h -w {node} -o '%i(%u:%j)' | paste -sd' ')
+      if ours; then sc update nodename={node} state=resume; fi
+      hpc_fail "{node} still runs jobs after {timeout_s}s: $jobs; resumed it and left its container as it is. \
+Run pulumi up again once they end, or raise hpc:slurm.drainTimeoutSeconds"
+    fi
+    sleep {DRAIN_POLL_S}
+    waited=$((waited + {DRAIN_POLL_S}))
+  done
 fi
 """,
         extra_headers={"runs-for": node},

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 import pulumi
 import pulumi_docker as docker
 from pydantic import Field
@@ -18,6 +22,13 @@ from components.storage.contract import NetworkStorage
 EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 
 
+def fingerprint(spec: dict[str, Any]) -> pulumi.Output[str]:
+    """A hash of a container's whole spec, Outputs and input classes resolved."""
+    return pulumi.Output.from_input(spec).apply(
+        lambda resolved: hashlib.sha256(json.dumps(resolved, sort_keys=True, default=vars).encode()).hexdigest()[:16]
+    )
+
+
 class GpuWorkerArgs(Args):
     ssh: Ssh = Field(description="Connection to the worker host.")
     head_ssh: Ssh = Field(description="Connection to the head host (drain and resume run there).")
@@ -29,6 +40,8 @@ class GpuWorkerArgs(Args):
     head_name: str = Field(description="The Slurm head's host name.")
     head_address: str = Field(description="The head container's address (configless server).")
     munge_key: pulumi.Output[str] = Field(description="The cluster's munge key, base64 (secret).")
+    max_unavailable: int = Field(default=1, description="Workers drained at once for replacement.")
+    drain_timeout_s: int = Field(default=steps.DRAIN_TIMEOUT_S, description="How long a drain waits for jobs.")
 
 
 class GpuWorker(pulumi.ComponentResource):
@@ -68,38 +81,42 @@ class GpuWorker(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),
             ]
         )
-        # What replaces the container; the drain and resume steps are replaced with it.
-        replacement_key = pulumi.Output.all(image.image_name, args.container_address, args.head_address).apply(
-            lambda parts: "|".join(parts)
-        )
-        # Drain before the container is replaced, resume after: both carry the container's
-        # replacement key as triggers, so they are replaced (re-run) together with it.
-        drain = remote.run_with_triggers(
-            f"{name}-drain", args.head_ssh, steps.drain(args.head_name, host), [replacement_key], opts=child
-        )
-        self.container = docker.Container(
-            f"{name}-container",
-            name=steps.WORKER_CONTAINER,
-            image=image.image_name,
-            hostname=host,
-            command=["worker"],
-            envs=[f"SLURM_CONF_SERVER={args.head_address}:{render.SLURMCTLD_PORT}"],
-            hosts=[docker.ContainerHostArgs(host=args.head_name, ip=args.head_address)],
-            networks_advanced=[
+        spec: dict[str, Any] = {
+            "name": steps.WORKER_CONTAINER,
+            "image": image.image_name,
+            "hostname": host,
+            "command": ["worker"],
+            "envs": [f"SLURM_CONF_SERVER={args.head_address}:{render.SLURMCTLD_PORT}"],
+            "hosts": [docker.ContainerHostArgs(host=args.head_name, ip=args.head_address)],
+            "networks_advanced": [
                 docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=args.container_address)
             ],
-            devices=devices,
-            volumes=shared,
+            "devices": devices,
+            "volumes": shared,
             # The privileges slurmd keeps, each proven needed on real Slurm (tests/integration/test_slurm.py):
             # CAP_SYS_ADMIN (without it no job step starts: "Slurmd could not execve job"), CAP_SYS_NICE (a
             # user's job fails: "task_g_set_affinity: Operation not permitted") and a writable
             # cgroup tree (without it proctrack/cgroup fails to load). The host's cgroup namespace is
             # not needed: a private one confines devices just as well. policy/trust.py allows these
             # for this container only.
-            cgroupns_mode="private",
-            capabilities=docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN", "SYS_NICE"]),
-            restart="unless-stopped",
-            must_run=True,
+            "cgroupns_mode": "private",
+            "capabilities": docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN", "SYS_NICE"]),
+            "restart": "unless-stopped",
+            "must_run": True,
+        }
+        # Any change of the container's spec replaces it; the drain and resume steps carry a
+        # fingerprint of the whole spec, so they are replaced (re-run) together with it.
+        replacement_key = fingerprint(spec)
+        drain = remote.run_with_triggers(
+            f"{name}-drain",
+            args.head_ssh,
+            steps.drain(args.head_name, host, args.max_unavailable, args.drain_timeout_s),
+            [replacement_key],
+            opts=child,
+        )
+        self.container = docker.Container(
+            f"{name}-container",
+            docker.ContainerArgs(**spec),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,

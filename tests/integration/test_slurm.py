@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from typing import Any
 
 import pytest
 import yaml
 
 from components.slurm import render as slurm_render
+from components.slurm import steps as slurm_steps
 from components.slurm.images import context_hash
 from stacks import plan
 from stacks.mocks import plain
@@ -71,7 +74,7 @@ printf '%s\n%s\n' "$v" "$v"
 """
 
 
-def stack(workers: int) -> dict[str, Any]:
+def stack(workers: int, **slurm: Any) -> dict[str, Any]:
     hosts = [
         {
             "name": "head",
@@ -109,7 +112,8 @@ def stack(workers: int) -> dict[str, Any]:
             "statePath": "/srv/hpc/state",
             "dbPath": "/srv/hpc/mariadb",
             "partitions": [{"name": "gpu", "default": True}],
-        },
+        }
+        | slurm,
         "hpc:k3s": {"version": "v1.31.4+k3s1"},
         "hpc:inference": {"models": []},
         "hpc:racks": None,
@@ -124,8 +128,8 @@ def _owner(record: plan.Record) -> str:
 class Planned:
     """The Slurm part of one plan: remote steps and container records."""
 
-    def __init__(self, workers: int):
-        self.result = plan.run("dev", stack(workers))
+    def __init__(self, workers: int, **slurm: Any):
+        self.result = plan.run("dev", stack(workers, **slurm))
         self.steps = {s.name: s for s in steps(self.result, ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker"))}
         self.containers = {
             plain(r.inputs["hostname"]): r for r in self.result.of_type("docker:index/container:Container")
@@ -426,6 +430,58 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
         assert "NodeName=w3" in cluster.in_worker(w, "cat /var/spool/slurmd/conf-cache/slurm.conf")[1]
     rc, out = cluster.in_head("srun -N3 hostname")
     assert rc == 0 and sorted(out.split()) == ["w1", "w2", "w3"], out
+
+
+def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(cluster):
+    """Three workers replaced at once (as pulumi up runs them in parallel) with maxUnavailable 1:
+    drain, replace, resume, one node at a time; the node running a long job is resumed after
+    drainTimeoutSeconds and its step fails naming the job, which keeps running."""
+    timeout = 45
+    rolling = Planned(workers=3, maxUnavailable=1, drainTimeoutSeconds=timeout)
+    rc, job = cluster.in_head("sbatch --parsable -w w3 --wrap 'sleep 900'")
+    assert rc == 0, job
+    job = job.strip()
+    labmod.wait_until(lambda: cluster.in_head(f"squeue -h -j {job} -o %T")[1].strip() == "RUNNING", "the job", 60)
+    ours = rf"Reason={re.escape(slurm_steps.DRAIN_REASON)}"
+    most, done = [0], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            out = cluster.in_head("scontrol -o show nodes")[1]
+            most[0] = max(most[0], len(re.findall(ours, out)))
+            time.sleep(0.3)
+
+    results: dict[str, Any] = {}
+
+    def replace(w: str) -> None:
+        drained = run_step(cluster.lab, rolling.steps[f"{w}-drain"], check=False)
+        results[w] = drained
+        if drained.returncode == 0:
+            cluster.deploy(rolling, w, replace=True)
+            run_step(cluster.lab, rolling.steps[f"{w}-resume"])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    workers = [threading.Thread(target=replace, args=(w,)) for w in ("w1", "w2", "w3")]
+    try:
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(600)
+    finally:
+        done.set()
+        watcher.join(10)
+    assert most[0] == 1, f"{most[0]} nodes were drained at once"
+    for w in ("w1", "w2"):
+        assert results[w].returncode == 0 and f"hpc: changed: drained {w}" in results[w].stdout, results[w].stderr
+    failed = results["w3"]
+    assert failed.returncode != 0
+    assert f"w3 still runs jobs after {timeout}s: {job}(root:wrap); resumed it" in failed.stderr, failed.stderr
+    assert cluster.in_head(f"squeue -h -j {job} -o %T")[1].strip() == "RUNNING"  # the job was never touched
+    assert "DRAIN" not in cluster.in_head("sinfo -h -N -n w3 -o %T")[1].upper()
+    labmod.wait_until(lambda: {"w1", "w2"} <= cluster.idle(), "w1 and w2 back", 120)
+    cluster.in_head(f"scancel {job}")
+    labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3"}, "all idle", 120)
 
 
 def test_docker_reports_every_container_healthy(cluster):
