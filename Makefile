@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 BASE ?= origin/main
+UP_FLAGS ?=
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
 .PHONY: venv plan plan-all plan-diff test lint unit integration engine-test bench engine preview up clean
@@ -72,7 +73,7 @@ up: venv
 	$(need_pulumi)
 	$(PY) -m stacks.plan --stack $(STACK) --quiet
 	env $(ENGINE_ENV) pulumi up --stack $(STACK) --policy-pack policy \
-	  --policy-pack-config build/$(STACK)/policy-config.json
+	  --policy-pack-config build/$(STACK)/policy-config.json $(UP_FLAGS)
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

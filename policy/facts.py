@@ -39,7 +39,9 @@ def pod_spec(props: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def image_problem(image: str) -> str | None:
-    """Why an image reference is not pinned, or None."""
+    """Why an image reference is not pinned, or None (a digest pins it whatever its tag)."""
+    if re.search(r"@sha256:[0-9a-f]{64}$", image):
+        return None
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1]
     if ":" not in last:

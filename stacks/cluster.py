@@ -226,6 +226,7 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
                 head_name=head.name,
                 head_address=str(head.container_address),
                 munge_key=cluster.slurm_head.munge_key,
+                image=cluster.slurm_head.worker_image,
                 max_unavailable=cfg.slurm.max_unavailable,
                 drain_timeout_s=cfg.slurm.drain_timeout_seconds,
             ),

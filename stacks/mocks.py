@@ -15,6 +15,7 @@ type                                        computed outputs
                                             ``# hpc: mock-stdout=kubeconfig``: then a kubeconfig
                                             for the host), ``stderr`` ("")
 ``docker:index/image:Image``                ``repoDigest``, ``imageId``, ``baseImageName``
+``docker:index/remoteImage:RemoteImage``    ``repoDigest`` (its ``name``: pulled by digest), ``imageId``
 ``docker:index/container:Container``        ``id``-like ``name`` echo, ``exitCode`` none
 ``docker:index/network:Network``            ``name`` echo
 ``kubernetes:*``                            ``metadata.name`` (provider auto-name when unset),
@@ -109,6 +110,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             state["repoDigest"] = f"{repo}@sha256:{_digest('image', image)}"
             state["imageId"] = f"sha256:{_digest('id', image)}"
             state["baseImageName"] = image
+        elif t == "docker:index/remoteImage:RemoteImage":
+            ref = str(plain(state.get("name", "")))
+            state["repoDigest"] = ref  # pulled by digest: the reference is the digest
+            state["imageId"] = f"sha256:{_digest('id', ref)}"
         elif t.startswith("kubernetes:") and not t.startswith("kubernetes:yaml"):
             kind = t.rsplit(":", 1)[-1].removesuffix("Patch")
             md = dict(plain(state.get("metadata")) or {})

@@ -11,7 +11,7 @@ from components import remote
 from components.base import Args
 from components.remote import Ssh
 from components.slurm import render, steps
-from components.slurm.images import HostDockerArgs, macvlan_network, slurm_image
+from components.slurm.images import HostDockerArgs, image_ref, macvlan_network, slurm_image
 from components.slurm.munge import MUNGE_VOLUME, munge_key_step
 from components.storage.contract import NetworkStorage
 
@@ -37,12 +37,15 @@ class SlurmHead(pulumi.ComponentResource):
     Children: ``<name>-munge-key`` (RandomBytes) and ``<name>-db-password`` (RandomPassword),
     ``<name>-munge-key-file`` step (the key on this host's disk), ``<name>-slurm-secrets`` (DB password
     file, slurmdbd.conf), ``<name>-slurm-state`` (durable, protected), one step per config file
-    (reconfigures a running controller), the macvlan network, the image and the container."""
+    (reconfigures a running controller), the macvlan network, the image (with a registry also the
+    workers' image, pushed by digest) and the container."""
 
     address: str
     """Address of the head container (slurmctld, slurmdbd)."""
     munge_key: pulumi.Output[str]
     """The cluster's munge key, base64 (secret): every Slurm host writes it to its own disk."""
+    worker_image: pulumi.Output[str] | None
+    """With a registry: the workers' image by digest (built once on this host); else None."""
     container: docker.Container
     """The head container."""
     config_steps: list[pulumi.Resource]
@@ -91,6 +94,13 @@ class SlurmHead(pulumi.ComponentResource):
             )
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         image = slurm_image(f"{name}-image", "head", args.docker, self)
+        registry = args.docker.registry
+        if registry:  # the workers' image is built once, here, and pulled by digest on each worker
+            self.worker_image: pulumi.Output[str] | None = image_ref(
+                slurm_image(f"{name}-worker-image", "worker", args.docker, self), registry
+            )
+        else:
+            self.worker_image = None
         volumes = [
             docker.ContainerVolumeArgs(host_path=steps.CONFIG_DIR, container_path="/etc/slurm", read_only=True),
             docker.ContainerVolumeArgs(
@@ -110,7 +120,7 @@ class SlurmHead(pulumi.ComponentResource):
         self.container = docker.Container(
             f"{name}-container",
             name=steps.HEAD_CONTAINER,
-            image=image.image_name,
+            image=image_ref(image, registry),
             hostname=host,
             command=["head"],
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=self.address)],

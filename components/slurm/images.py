@@ -50,7 +50,8 @@ def macvlan_network(name: str, args: HostDockerArgs, parent: pulumi.Resource) ->
 
 
 def slurm_image(name: str, role: str, args: HostDockerArgs, parent: pulumi.Resource) -> docker.Image:
-    """Build images/slurm/Dockerfile.<role> on the host (and push it when a registry is set)."""
+    """Build images/slurm/Dockerfile.<role> on the host (and push it when a registry is set: then
+    this is the one build, and every other host pulls it by digest, ``pulled_image``)."""
     repo = f"{args.registry}/slurm-{role}" if args.registry else f"hpc-cluster/slurm-{role}"
     return docker.Image(
         name,
@@ -61,5 +62,23 @@ def slurm_image(name: str, role: str, args: HostDockerArgs, parent: pulumi.Resou
             platform=PLATFORMS[args.arch],
         ),
         skip_push=args.registry is None,
+        opts=pulumi.ResourceOptions(parent=parent, provider=args.provider),
+    )
+
+
+def image_ref(image: docker.Image, registry: str | None) -> pulumi.Output[str]:
+    """How containers name an image: by digest once it is in the registry, else the local tag."""
+    return image.repo_digest if registry else image.image_name
+
+
+def pulled_image(
+    name: str, ref: pulumi.Input[str], args: HostDockerArgs, parent: pulumi.Resource
+) -> docker.RemoteImage:
+    """The image the registry holds under ``ref`` (``repo@sha256:...``), pulled onto this host: the
+    bytes built once, never rebuilt per host."""
+    return docker.RemoteImage(
+        name,
+        name=ref,
+        keep_locally=True,
         opts=pulumi.ResourceOptions(parent=parent, provider=args.provider),
     )

@@ -15,7 +15,7 @@ from components.base import Args
 from components.hardware import HardwareProfile
 from components.remote import Ssh
 from components.slurm import render, steps
-from components.slurm.images import HostDockerArgs, macvlan_network, slurm_image
+from components.slurm.images import HostDockerArgs, macvlan_network, pulled_image, slurm_image
 from components.slurm.munge import MUNGE_VOLUME, munge_key_step
 from components.storage.contract import NetworkStorage
 
@@ -40,6 +40,9 @@ class GpuWorkerArgs(Args):
     head_name: str = Field(description="The Slurm head's host name.")
     head_address: str = Field(description="The head container's address (configless server).")
     munge_key: pulumi.Output[str] = Field(description="The cluster's munge key, base64 (secret).")
+    image: pulumi.Output[str] | None = Field(
+        default=None, description="The workers' image by digest in the registry; None: build on this host."
+    )
     max_unavailable: int = Field(default=1, description="Workers drained at once for replacement.")
     drain_timeout_s: int = Field(default=steps.DRAIN_TIMEOUT_S, description="How long a drain waits for jobs.")
 
@@ -68,7 +71,10 @@ class GpuWorker(pulumi.ComponentResource):
         preflight = remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count), opts=child)
         munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, args.munge_key, self)
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
-        image = slurm_image(f"{name}-image", "worker", args.docker, self)
+        if args.image is not None:  # built once on the head, pushed; pulled here by digest
+            image_name: pulumi.Output[str] = pulled_image(f"{name}-image", args.image, args.docker, self).repo_digest
+        else:
+            image_name = slurm_image(f"{name}-image", "worker", args.docker, self).image_name
         devices = [
             docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
             for d in (*hw.gpus.device_files, *EXTRA_NVIDIA_DEVICES)
@@ -83,7 +89,7 @@ class GpuWorker(pulumi.ComponentResource):
         )
         spec: dict[str, Any] = {
             "name": steps.WORKER_CONTAINER,
-            "image": image.image_name,
+            "image": image_name,
             "hostname": host,
             "command": ["worker"],
             "envs": [f"SLURM_CONF_SERVER={args.head_address}:{render.SLURMCTLD_PORT}"],

@@ -67,10 +67,13 @@ def pinned_bases(dockerfile: Path) -> list[str]:
 class Dockerd:
     """One Docker daemon; inside a test host's namespaces when ``holder`` (its PID) is given."""
 
-    def __init__(self, root: Path, holder: int | None = None, listen: list[str] | None = None):
+    def __init__(
+        self, root: Path, holder: int | None = None, listen: list[str] | None = None, extra: list[str] | None = None
+    ):
         self.root = root
         self.holder = holder
         self.listen = listen or []  # more sockets, e.g. the host's default for its docker CLI
+        self.extra = extra or []  # more dockerd flags, e.g. --insecure-registry for the lab's registry
         self.sock = root / "docker.sock"
         self.proc: subprocess.Popen[bytes] | None = None
         root.mkdir(parents=True, exist_ok=True)
@@ -84,7 +87,7 @@ class Dockerd:
             "dockerd", "-H", f"unix://{self.sock}", "--data-root", str(self.root / "data"),
             "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"),
             "--storage-driver=overlay2", "--bridge=none", "--iptables=false", "--ip6tables=false",
-            *(f"-H{s}" for s in self.listen),
+            *(f"-H{s}" for s in self.listen), *self.extra,
         ]  # fmt: skip
         if self.holder is not None:
             argv = ["nsenter", "-t", str(self.holder), "-m", "-u", "-n", "--", *argv]
@@ -133,10 +136,10 @@ class Dockerd:
         path.write_text(json.dumps(data))
         self.start()
 
-    def build(self, record: Record) -> str:
-        """Build a recorded docker.Image: its context, Dockerfile, platform and image name."""
+    def build(self, record: Record, tag: str | None = None) -> str:
+        """Build a recorded docker.Image: its context, Dockerfile, platform (and image name)."""
         inputs = plain(record.inputs)
-        build, tag = inputs["build"], inputs["imageName"]
+        build, tag = inputs["build"], tag or inputs["imageName"]
         context = ROOT / build["context"]
         dockerfile = os.path.relpath(ROOT / build["dockerfile"], context)
         log = []
@@ -158,6 +161,14 @@ class Dockerd:
         with open(tar, "rb") as f:
             for _ in self.api.load_image(f):
                 pass
+
+    def load_as(self, tar: Path, tag: str) -> None:
+        """Load a cached tarball (tagged ``hpc-cluster/<name>:<hash>``) and name it ``tag``."""
+        self.load(tar)
+        local = "hpc-cluster/" + tag.rsplit("/", 1)[-1]
+        if local != tag:
+            repo, version = tag.rsplit(":", 1)
+            self.api.tag(local, repo, version)
 
     def image_size(self, tag: str) -> int:
         return int(self.api.inspect_image(tag)["Size"])
@@ -301,15 +312,19 @@ class Builder:
         self.timings: dict[str, float] = {}
 
     def image(self, record: Record) -> Path:
+        """The tarball of a recorded image, built on a cache miss. Cached by the image's last path
+        component (name and context hash), whatever registry the record names: the same context
+        is the same image. ``Dockerd.load_as`` gives it the record's name on a host."""
         tag = plain(record.inputs)["imageName"]
-        out = CACHE / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".tar")
+        local = "hpc-cluster/" + tag.rsplit("/", 1)[-1]
+        out = CACHE / (re.sub(r"[^A-Za-z0-9._-]", "_", local) + ".tar")
         if out.exists():
             return out
         daemon = self._daemon(record)
         started = time.monotonic()
-        daemon.build(record)
+        daemon.build(record, tag=local)
         self.timings[tag] = time.monotonic() - started
-        daemon.save(tag, out)
+        daemon.save(local, out)
         # Keep one tarball per image repository: older contexts are never loaded again.
         stem = out.name.rsplit("_", 1)[0] + "_"
         for old in CACHE.glob(stem + "*.tar"):

@@ -89,7 +89,7 @@ def host(built, records, tmp_path_factory):
     try:
         lab.up()
         daemon = docker_lab.Dockerd(lab.dir / "docker", holder=lab.hosts["k3s"].holder).start()
-        daemon.load(built)
+        daemon.load_as(built, records.tag)
         endpoints = lab.dir / "endpoints"
         endpoints.mkdir(mode=0o755)
         webui = container_spec(records.deployments["webui"])

@@ -189,7 +189,7 @@ mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
         image = planned.images[host]
         tag = plain(image.inputs)["imageName"]
         if tag not in self.loaded[host]:
-            daemon.load(self.builder.image(image))
+            daemon.load_as(self.builder.image(image), tag)
             self.loaded[host].add(tag)
         if not daemon.api.networks(names=[plain(planned.networks[host].inputs)["name"]]):
             daemon.create_network(planned.networks[host])
