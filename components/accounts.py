@@ -14,6 +14,7 @@ SLURM_UID = 64030  # Debian's reserved id for the slurm user
 SLURM_GID = 64030
 NOBODY_UID = 65534  # where Root_Squash maps a client's root
 NOBODY_GID = 65534
+FASTCHAT_UID = 10001  # the FastChat image's user (images/fastchat/Dockerfile)
 
 
 @dataclass(frozen=True)

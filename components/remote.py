@@ -24,7 +24,7 @@ class Ssh:
 
     A plain class, not a dataclass: component args (pydantic) check it by type only."""
 
-    __slots__ = ("address", "host_key", "name", "port", "private_key", "user")
+    __slots__ = ("address", "after", "host_key", "name", "port", "private_key", "user")
 
     def __init__(
         self,
@@ -35,6 +35,7 @@ class Ssh:
         port: int,
         private_key: pulumi.Input[str],
         host_key: str | None = None,
+        after: list[pulumi.Resource] | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -42,6 +43,25 @@ class Ssh:
         self.port = port
         self.private_key = private_key
         self.host_key = host_key  # verified by the provider on every connection when set
+        self.after = after or []  # every step on this host runs after these (its preflight)
+
+    @property
+    def sudo(self) -> bool:
+        """Steps run through passwordless sudo unless the login user is root."""
+        return self.user != "root"
+
+    def wrap(self, script_text: str) -> str:
+        return wrap(script_text, sudo=self.sudo)
+
+    def options(self, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+        """``opts`` plus a dependency on what every step of this host waits for."""
+        if not self.after:
+            return opts
+        return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=self.after))
+
+    def without_preflight(self) -> Ssh:
+        return Ssh(name=self.name, address=self.address, user=self.user, port=self.port,
+                   private_key=self.private_key, host_key=self.host_key)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"Ssh({self.user}@{self.name}/{self.address}:{self.port})"
@@ -79,11 +99,11 @@ def run_with_triggers(
     return remote.Command(
         resource_name,
         connection=ssh.connection(),
-        create=wrap(step.create),
-        delete=wrap(step.delete) if step.delete else None,
+        create=ssh.wrap(step.create),
+        delete=ssh.wrap(step.delete) if step.delete else None,
         triggers=triggers,
         add_previous_output_in_env=False,
-        opts=opts,
+        opts=ssh.options(opts),
     )
 
 
@@ -105,7 +125,7 @@ def _command(
         stdin=stdin,
         logging=remote.Logging.NONE if secret_stdin else None,
         add_previous_output_in_env=False,
-        opts=opts,
+        opts=ssh.options(opts),
     )
 
 
@@ -126,8 +146,8 @@ def run(
     return _command(
         resource_name,
         ssh,
-        create=wrap(step.create),
-        delete=wrap(step.delete) if step.delete else None,
+        create=ssh.wrap(step.create),
+        delete=ssh.wrap(step.delete) if step.delete else None,
         stdin=stdin if stdin is not None else step.file_content,
         secret_stdin=secret_stdin,
         opts=opts,
@@ -148,9 +168,9 @@ def run_output(
     return _command(
         resource_name,
         ssh,
-        create=step.apply(lambda s: wrap(s.create)),
+        create=step.apply(lambda s: ssh.wrap(s.create)),
         # Output.apply's stubs do not admit None results; None means "no delete / no stdin".
-        delete=step.apply(lambda s: wrap(s.delete) if s.delete else None),  # type: ignore[arg-type,return-value]
+        delete=step.apply(lambda s: ssh.wrap(s.delete) if s.delete else None),  # type: ignore[arg-type,return-value]
         stdin=stdin if stdin is not None else step.apply(lambda s: s.file_content),  # type: ignore[arg-type,return-value]
         secret_stdin=secret_stdin,
         opts=opts,

@@ -63,22 +63,32 @@ class RemoteScript:
     file_content: str | None = None
 
 
-def wrap(script_text: str) -> str:
+def wrap(script_text: str, sudo: bool = False) -> str:
     """The command line that runs ``script_text`` with bash whatever the login shell is.
 
-    The script travels as a here-document on file descriptor 3, so standard input stays free for
-    the file or secret the step receives."""
+    As root, the script travels as a here-document on file descriptor 3, so standard input stays
+    free for the file or secret the step receives. For another login user it runs through
+    ``sudo -n`` (passwordless sudo, checked by the host's preflight step): sudo closes every
+    descriptor above 2, so the script goes to a private temporary file first; standard input
+    still reaches it."""
     if HEREDOC_MARK in script_text:
         raise ValueError("script contains the here-document terminator")
-    return f"bash /dev/fd/3 3<<'{HEREDOC_MARK}'\n{script_text}{HEREDOC_MARK}\n"
+    if not sudo:
+        return f"bash /dev/fd/3 3<<'{HEREDOC_MARK}'\n{script_text}{HEREDOC_MARK}\n"
+    return (
+        f"f=$(mktemp) && cat >\"$f\" <<'{HEREDOC_MARK}'\n{script_text}{HEREDOC_MARK}\n"
+        'sudo -n bash "$f"; rc=$?; rm -f "$f"; exit $rc\n'
+    )
 
 
 def unwrap(command: str) -> str:
     """The script inside a ``wrap``ped command (the plan files scripts this way)."""
     first, _, rest = command.partition("\n")
-    if not first.startswith("bash /dev/fd/3 3<<"):
-        return command
-    return rest.removesuffix(f"{HEREDOC_MARK}\n")
+    if first.startswith("bash /dev/fd/3 3<<"):
+        return rest.removesuffix(f"{HEREDOC_MARK}\n")
+    if first.startswith("f=$(mktemp) && cat >"):
+        return rest.split(f"{HEREDOC_MARK}\n", 1)[0]
+    return command
 
 
 def headers(script_text: str) -> dict[str, str]:

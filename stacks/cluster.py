@@ -22,6 +22,7 @@ from components.inference.network import NetworkPolicies, NetworkPoliciesArgs
 from components.inference.render import ModelServer
 from components.k8s.addons import ClusterAddons, ClusterAddonsArgs
 from components.k8s.cluster import K3sCluster, K3sClusterArgs, K3sNode
+from components.preflight import HostPreflight, HostPreflightArgs
 from components.remote import Ssh
 from components.slurm.head import SlurmHead, SlurmHeadArgs
 from components.slurm.images import HostDockerArgs
@@ -58,17 +59,44 @@ class Cluster:
     docker: dict[str, HostDockerArgs] = field(default_factory=dict)
     k3s: K3sCluster | None = None
     inference_check: pulumi.Output[str] | None = None
+    access: Access | None = None
 
 
-def ssh_for(host: HostConfig, secrets: ClusterSecrets) -> Ssh:
-    return Ssh(
-        name=host.name,
-        address=str(host.address),
-        user=host.ssh_user,
-        port=host.ssh_port,
-        private_key=secrets.ssh_private_key,
-        host_key=host.host_key,
-    )
+CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.K3S_SERVER)
+GPU_ROLES = (Role.GPU_WORKER, Role.INFERENCE)
+
+
+class Access:
+    """How the program reaches each host: SSH with the pinned host key, every step of a host
+    behind that host's preflight (``components.preflight``)."""
+
+    def __init__(self, cfg: ClusterConfig, secrets: ClusterSecrets):
+        self.secrets = secrets
+        self.preflight: dict[str, pulumi.Resource] = {}
+        for h in cfg.hosts:
+            check = HostPreflight(
+                f"{h.name}-preflight",
+                HostPreflightArgs(
+                    ssh=self._ssh(h, []),
+                    docker=any(h.has(r) for r in CONTAINER_ROLES),
+                    nvidia=any(h.has(r) for r in GPU_ROLES),
+                ),
+            )
+            self.preflight[h.name] = check.step
+
+    def _ssh(self, host: HostConfig, after: list[pulumi.Resource]) -> Ssh:
+        return Ssh(
+            name=host.name,
+            address=str(host.address),
+            user=host.ssh_user,
+            port=host.ssh_port,
+            private_key=self.secrets.ssh_private_key,
+            host_key=host.host_key,
+            after=after,
+        )
+
+    def ssh(self, host: HostConfig) -> Ssh:
+        return self._ssh(host, [self.preflight[host.name]])
 
 
 def shared_layout(cfg: ClusterConfig) -> tuple[SharedDir, ...]:
@@ -109,7 +137,7 @@ def brick_layout(cfg: ClusterConfig) -> tuple[storage_spec.Brick, ...]:
     return tuple(b for group in sorted(sets, key=lambda g: IPv4Address(g[0].address)) for b in group)
 
 
-def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
+def build_storage(cfg: ClusterConfig, access: Access) -> Cluster:
     st = cfg.storage
     storage_hosts = cfg.with_role(Role.STORAGE)
     protect = not st.allow_destroy
@@ -117,7 +145,7 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
         h.name: StorageNode(
             h.name,
             StorageNodeArgs(
-                ssh=ssh_for(h, secrets),
+                ssh=access.ssh(h),
                 brick_path=st.brick_path,
                 allow_destroy=st.allow_destroy,
                 protect=protect,
@@ -136,7 +164,7 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     volume = GlusterVolume(
         st.volume,
         GlusterVolumeArgs(
-            ssh=ssh_for(cfg.storage_cli_host, secrets),
+            ssh=access.ssh(cfg.storage_cli_host),
             spec=spec,
             contract=storage_contract(cfg),
             protect=protect,
@@ -157,13 +185,13 @@ def build_storage(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     for h in cfg.ganesha_hosts:
         cluster.nfs[h.name] = NfsGateway(
             f"{h.name}-nfs",
-            NfsGatewayArgs(ssh=ssh_for(h, secrets), export=export, network_storage=volume.network_storage),
+            NfsGatewayArgs(ssh=access.ssh(h), export=export, network_storage=volume.network_storage),
         )
     layout = shared_layout(cfg)
     for h in cfg.hosts:
         cluster.mounts[h.name] = ClientMount(
             f"{h.name}-mount",
-            ClientMountArgs(ssh=ssh_for(h, secrets), network_storage=volume.network_storage, layout=layout),
+            ClientMountArgs(ssh=access.ssh(h), network_storage=volume.network_storage, layout=layout),
         )
     return cluster
 
@@ -181,6 +209,8 @@ def docker_for(cfg: ClusterConfig, host: HostConfig, cluster: Cluster) -> HostDo
             if host.host_key
             else ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
         ),
+        # Docker is checked by the host's preflight before the provider is used.
+        opts=pulumi.ResourceOptions(depends_on=[cluster.access.preflight[host.name]] if cluster.access else None),
     )
     net = cfg.network
     cluster.docker[host.name] = HostDockerArgs(
@@ -195,13 +225,13 @@ def docker_for(cfg: ClusterConfig, host: HostConfig, cluster: Cluster) -> HostDo
     return cluster.docker[host.name]
 
 
-def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> None:
+def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
     head = cfg.slurm_head
     spec = cluster_spec(cfg)
     cluster.slurm_head = SlurmHead(
         head.name,
         SlurmHeadArgs(
-            ssh=ssh_for(head, secrets),
+            ssh=access.ssh(head),
             docker=docker_for(cfg, head, cluster),
             network_storage=cluster.network_storage,
             host_mount=cluster.mounts[head.name].mount,
@@ -216,8 +246,8 @@ def build_slurm(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -
         cluster.workers[h.name] = GpuWorker(
             h.name,
             GpuWorkerArgs(
-                ssh=ssh_for(h, secrets),
-                head_ssh=ssh_for(head, secrets),
+                ssh=access.ssh(h),
+                head_ssh=access.ssh(head),
                 docker=docker_for(cfg, h, cluster),
                 network_storage=cluster.network_storage,
                 host_mount=cluster.mounts[h.name].mount,
@@ -260,7 +290,7 @@ def time_slices(cfg: ClusterConfig) -> int:
     return max(per_gpu.values(), default=1)
 
 
-def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> None:
+def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
     servers = cfg.with_role(Role.K3S_SERVER)
     if not servers:
         return
@@ -269,8 +299,8 @@ def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> 
         "k3s",
         K3sClusterArgs(
             version=cfg.k3s.version,
-            server=K3sNode(ssh=ssh_for(server, secrets), hardware=server.hardware),
-            agents=[K3sNode(ssh=ssh_for(h, secrets), hardware=h.hardware) for h in cfg.with_role(Role.K3S_AGENT)],
+            server=K3sNode(ssh=access.ssh(server), hardware=server.hardware),
+            agents=[K3sNode(ssh=access.ssh(h), hardware=h.hardware) for h in cfg.with_role(Role.K3S_AGENT)],
         ),
     )
     provider = cluster.k3s.provider
@@ -294,8 +324,8 @@ def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> 
             provider=provider,
             namespace=addons.namespace.metadata.name,
             models=list(servers_by_name.values()),
-            hf_token=secrets.hf_token,
-            server_ssh=ssh_for(server, secrets),
+            hf_token=access.secrets.hf_token,
+            server_ssh=access.ssh(server),
             docker_provider=docker_for(cfg, server, cluster).provider,
             arch=server.hardware.arch,
             server_name=server.name,
@@ -317,7 +347,7 @@ def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> 
                 models=[servers_by_name[m.name] for m in placed],
                 weight_gib={m.name: m.load().weight_bytes / GIB for m in placed},
                 model_cache_claim=addons.model_cache.metadata.name,
-                has_hf_token=secrets.hf_token is not None,
+                has_hf_token=access.secrets.hf_token is not None,
             ),
             # the Secrets, not the FastChat component: its check waits for these Deployments
             opts=pulumi.ResourceOptions(depends_on=[*fastchat.secrets, addons.model_cache]),
@@ -341,7 +371,9 @@ def build_k8s(cfg: ClusterConfig, secrets: ClusterSecrets, cluster: Cluster) -> 
 
 def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     """Every tier, in data-flow order."""
-    cluster = build_storage(cfg, secrets)
-    build_slurm(cfg, secrets, cluster)
-    build_k8s(cfg, secrets, cluster)
+    access = Access(cfg, secrets)
+    cluster = build_storage(cfg, access)
+    cluster.access = access
+    build_slurm(cfg, access, cluster)
+    build_k8s(cfg, access, cluster)
     return cluster

@@ -13,7 +13,6 @@ from components.base import Args
 from components.hardware import HardwareProfile
 from components.k8s import render
 from components.remote import Ssh
-from components.scripts import wrap
 
 TOKEN_LENGTH = 48
 LABEL_PREFIX = "hpc-cluster.io"
@@ -92,10 +91,12 @@ class K3sCluster(pulumi.ComponentResource):
         kubeconfig = command_remote.Command(
             f"{s.name}-kubeconfig",
             connection=s.connection(),
-            create=wrap(step.create),
+            create=s.wrap(step.create),
             logging=command_remote.Logging.NONE,
             add_previous_output_in_env=False,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[server], additional_secret_outputs=["stdout"]),
+            opts=s.options(
+                pulumi.ResourceOptions(parent=self, depends_on=[server], additional_secret_outputs=["stdout"])
+            ),
         )
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -313,6 +313,7 @@ class Lab:
         timeout: float = 300,
         client: str = "cl",
         host_key: str | None = None,
+        user: str = "root",
     ) -> subprocess.CompletedProcess[str]:
         """Run ``command`` on ``host`` over SSH from a client namespace. With ``host_key`` (a
         step's pinned key) the host must answer with exactly that key."""
@@ -324,7 +325,7 @@ class Lab:
             pin = ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}"]
         ssh = ["ip", "netns", "exec", f"{self.prefix}-{client}", "ssh", "-F", str(self.dir / "ssh_config")]
         proc = subprocess.run(
-            [*ssh, *pin, addr, command],
+            [*ssh, *pin, f"{user}@{addr}", command],
             input=stdin if stdin is not None else "",
             capture_output=True,
             text=True,

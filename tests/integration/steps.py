@@ -19,10 +19,12 @@ class Step:
     stdin: str | None
     after: tuple[str, ...]
     host_key: str | None = None  # the connection's pinned host key
+    user: str = "root"  # the connection's login user
 
 
 def steps(result: PlanRun, parents: tuple[str, ...]) -> list[Step]:
-    """Remote commands under components of the given types, in dependency order."""
+    """Remote commands under components of the given types, in dependency order (the hosts'
+    preflight steps, which every step depends on, are run by the tests that are about them)."""
     by_urn = {r.urn: r for r in result.resources}
     chosen: dict[str, Record] = {}
     for r in result.of_type("command:remote:Command"):
@@ -43,6 +45,7 @@ def steps(result: PlanRun, parents: tuple[str, ...]) -> list[Step]:
                 plain(r.inputs.get("stdin")),
                 tuple(by_urn[d].name for d in graph[urn]),
                 conn.get("hostKey"),
+                conn.get("user", "root"),
             )
         )
     return out
@@ -54,4 +57,6 @@ def run_step(
     command = step.delete if delete else step.create
     assert command, f"{step.name} has no {'delete' if delete else 'create'} command"
     stdin = step.stdin if not delete else None
-    return lab.ssh(step.host, command, stdin=stdin, check=check, timeout=timeout, host_key=step.host_key)
+    return lab.ssh(
+        step.host, command, stdin=stdin, check=check, timeout=timeout, host_key=step.host_key, user=step.user
+    )

@@ -32,14 +32,14 @@ TOOLS = (
 )
 
 
-def stack(hosts: list[str] | None = None, **storage):
+def stack(hosts: list[str] | None = None, ssh_user: str = "root", **storage):
     """A stack whose storage hosts are the lab's namespaces (replaces every key of dev)."""
     order = hosts or ["gl1", "gl2", "gl3"]
     entries = [
         {
             "name": f"gl{i}",
             "address": f"{NET}.{11 + i - 1}",
-            "sshUser": "root",
+            "sshUser": ssh_user,
             "hostKey": hostkeys.public(f"gl{i}"),
             "profile": "rpi4-8g",
             "roles": ["storage", "slurm-head"] if i == 1 else ["storage"],
@@ -73,9 +73,9 @@ def stack(hosts: list[str] | None = None, **storage):
     }
 
 
-def storage_steps(hosts: list[str] | None = None, **storage) -> dict[str, Step]:
+def storage_steps(hosts: list[str] | None = None, ssh_user: str = "root", **storage) -> dict[str, Step]:
     """The plan's storage steps by name, in dependency order (``hosts``: the stack file's order)."""
-    return {s.name: s for s in steps(plan.run("dev", stack(hosts, **storage)), STORAGE_COMPONENTS)}
+    return {s.name: s for s in steps(plan.run("dev", stack(hosts, ssh_user, **storage)), STORAGE_COMPONENTS)}
 
 
 

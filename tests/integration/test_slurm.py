@@ -74,6 +74,12 @@ printf '%s\n%s\n' "$v" "$v"
 """
 
 
+NVIDIA_CTK = """#!/bin/bash
+# nvidia-ctk stand-in: the NVIDIA container toolkit cannot run without a GPU.
+echo "NVIDIA Container Toolkit CLI version 1.17.0"
+"""
+
+
 def stack(workers: int, **slurm: Any) -> dict[str, Any]:
     hosts = [
         {
@@ -130,7 +136,8 @@ class Planned:
 
     def __init__(self, workers: int, **slurm: Any):
         self.result = plan.run("dev", stack(workers, **slurm))
-        self.steps = {s.name: s for s in steps(self.result, ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker"))}
+        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:host:HostPreflight")
+        self.steps = {s.name: s for s in steps(self.result, parents)}
         self.containers = {
             plain(r.inputs["hostname"]): r for r in self.result.of_type("docker:index/container:Container")
         }
@@ -139,7 +146,7 @@ class Planned:
         self.networks = {_owner(r): r for r in self.result.of_type("docker:index/network:Network")}
 
     def head_steps(self) -> list[Step]:
-        return [s for s in self.steps.values() if s.name.startswith("head-")]
+        return [s for s in self.steps.values() if s.name.startswith("head-") and s.name != "head-preflight-check"]
 
 
 class Cluster:
@@ -174,9 +181,10 @@ mount --bind {resolv} /etc/resolv.conf
 mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
 """])  # fmt: skip
             if host != "head":
-                shim = self.lab.dir / host / "shim" / "nvidia-smi"
-                shim.write_text(NVIDIA_SMI)
-                shim.chmod(0o755)
+                for tool, text in (("nvidia-smi", NVIDIA_SMI), ("nvidia-ctk", NVIDIA_CTK)):
+                    shim = self.lab.dir / host / "shim" / tool
+                    shim.write_text(text)
+                    shim.chmod(0o755)
                 self.lab.on(host, ["bash", "-c", FAKE_DEV, "fakedev", str(h / "hostdev")])
             daemon = docker_lab.Dockerd(h / "docker", holder=self.lab.hosts[host].holder,
                                         listen=["unix:///run/docker.sock"])  # fmt: skip
@@ -258,6 +266,9 @@ def cluster(planned, builder):
         lab.up()
         resolver = docker_lab.nxdomain_resolver(f"{lab.prefix}-cl")
         c.prepare()
+        for host in ("head", "w1", "w2"):  # Docker on every container host, the NVIDIA toolkit on GPU hosts
+            out = run_step(lab, planned.steps[f"{host}-preflight-check"]).stdout
+            assert f"hpc: {host} is ready: Debian GNU/Linux 12 (bookworm), user root docker " in out, out
         first = run_head_steps(lab, planned)
         assert all(o.rstrip().endswith("hpc: result=changed") for o in first.values()), first
         for w in ("w1", "w2"):
@@ -413,7 +424,8 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-slurm-conf"]
     added = {after[u].name for u in after.keys() - before.keys()}
     assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-image", "w3-macvlan", "w3-resume",
-                     "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file"}  # fmt: skip
+                     "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file",
+                     "w3-preflight", "w3-preflight-check"}  # fmt: skip
     pids = {w: cluster.slurmd_pid(w) for w in ("w1", "w2")}
     for name in ("head-slurm-conf", "head-gres-conf"):
         s = bigger.steps[name]

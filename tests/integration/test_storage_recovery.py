@@ -261,3 +261,42 @@ def test_an_unknown_option_quotes_gluster(lab):
     proc = run_step(lab, storage_steps(options={"performance.no-such-option": "1"})["gv0-options"], check=False)
     assert proc.returncode != 0
     assert "gluster does not know the volume option performance.no-such-option (hpc:storage.options)" in proc.stderr
+
+
+# ---- every step for a non-root user with sudo; a preflight that stops the rest -----------------------
+def add_user(lab, host: str, name: str, sudo: bool) -> None:  # type: ignore[no-untyped-def]
+    """A login user in the host's own /etc (home on the host's private /srv), key login only."""
+    grant = f"echo '{name} ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/{name} && chmod 0440 /etc/sudoers.d/{name}"
+    lab.on(host, ["bash", "-c", f"id {name} >/dev/null 2>&1 || useradd -m -d /srv/home-{name} -s /bin/bash {name}; "
+                                f"usermod -p '*' {name}; {grant if sudo else 'true'}"])  # fmt: skip
+
+
+def preflight(lab, host: str, ssh_user: str):  # type: ignore[no-untyped-def]
+    from stacks import plan as planmod
+    from tests.integration.steps import steps
+    from tests.integration.storage_stack import stack
+
+    checks = {s.host: s for s in steps(planmod.run("dev", stack(None, ssh_user)), ("hpc:host:HostPreflight",))}
+    return run_step(lab, checks[lab.hosts[host].address], check=False)
+
+
+def test_every_step_runs_for_a_sudo_user_and_a_user_without_sudo_is_stopped_first(lab):
+    for h in HOSTS:
+        add_user(lab, h, "ops", sudo=True)
+        add_user(lab, h, "nosudo", sudo=False)
+    ready = preflight(lab, "gl2", "ops")
+    assert ready.returncode == 0 and "hpc: gl2 is ready: Debian GNU/Linux 12 (bookworm), user ops" in ready.stdout
+    as_ops = storage_steps(ssh_user="ops")
+    assert all(s.user == "ops" and "sudo -n bash" in s.create for s in as_ops.values())
+    for step in as_ops.values():  # every step through sudo (earlier tests left the export wider)
+        run_step(lab, step)
+    for name, step in as_ops.items():
+        assert unchanged(run_step(lab, step).stdout), name  # and a second run through sudo changes nothing
+    stopped = preflight(lab, "gl2", "nosudo")
+    assert stopped.returncode != 0
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        "hpc: error: gl2: user nosudo cannot run sudo without a password (sudo: a password is required): "
+        "give it passwordless sudo or log in as root"
+    )
+    docker = preflight(lab, "gl1", "ops")  # gl1 runs the Slurm head's container: Docker must be there
+    assert docker.returncode != 0 and "gl1: Docker is not installed or not running" in docker.stderr

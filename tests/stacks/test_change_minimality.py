@@ -33,6 +33,8 @@ def test_adding_one_worker(base):
         f"{new}-drain",
         f"{new}-gpu-preflight",
         f"{new}-munge-key-file",
+        f"{new}-preflight",
+        f"{new}-preflight-check",
         f"{new}-image",
         f"{new}-macvlan",
         f"{new}-resume",

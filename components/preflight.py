@@ -1,0 +1,89 @@
+"""HostPreflight: before anything runs on a host, check what every step there takes for granted.
+
+One step per host, run as the login user (not through sudo, which it checks): passwordless sudo
+for a non-root user, a supported Debian/Ubuntu release, Docker on hosts that run containers, the
+NVIDIA container toolkit on GPU hosts. Every other step of the host depends on it, so a missing
+prerequisite fails once, first, with one line naming the host and the fix.
+"""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_command import remote as command_remote
+from pydantic import Field
+
+from components.base import Args
+from components.remote import Ssh
+from components.scripts import RemoteScript, no_undo, script, wrap
+
+SUPPORTED_OS = ("debian:12", "debian:13", "ubuntu:22.04", "ubuntu:24.04")
+
+
+def preflight(host: str, docker: bool, nvidia: bool) -> RemoteScript:
+    """The preflight script of one host (pure)."""
+    checks = []
+    if docker:
+        checks.append(
+            f"""\
+out=$(as_root docker version --format '{{{{.Server.Version}}}}' 2>&1) \\
+  || hpc_fail "{host}: Docker is not installed or not running ($out): install docker.io and start it"
+facts+=" docker $out\""""
+        )
+    if nvidia:
+        checks.append(
+            f"""\
+as_root sh -c 'command -v nvidia-ctk' >/dev/null \\
+  || hpc_fail "{host}: the NVIDIA container toolkit is missing (no nvidia-ctk): install nvidia-container-toolkit"
+facts+=" nvidia-container-toolkit\""""
+        )
+    supported = " | ".join(SUPPORTED_OS)
+    create = script(
+        host,
+        f"{host}-preflight",
+        f"""\
+user=$(id -un)
+if [ "$(id -u)" -ne 0 ]; then
+  out=$(sudo -n true 2>&1) || hpc_fail "{host}: user $user cannot run sudo without a password ($out): \\
+give it passwordless sudo or log in as root"
+  as_root() {{ sudo -n "$@"; }}
+else
+  as_root() {{ "$@"; }}
+fi
+# shellcheck disable=SC1091
+. /etc/os-release
+case "${{ID:-}}:${{VERSION_ID:-}}" in
+  {supported}) ;;
+  *) hpc_fail "{host}: ${{PRETTY_NAME:-an unknown OS}} is not supported (Debian 12/13, Ubuntu 22.04/24.04)" ;;
+esac
+facts="$PRETTY_NAME, user $user"
+{chr(10).join(checks)}
+echo "hpc: {host} is ready: $facts"
+""",
+    )
+    return RemoteScript(f"{host}-preflight", host, create, no_undo(host, f"{host}-preflight"))
+
+
+class HostPreflightArgs(Args):
+    ssh: Ssh = Field(description="Connection to the host (without the preflight dependency).")
+    docker: bool = Field(description="Whether the host runs containers (Docker must be there).")
+    nvidia: bool = Field(description="Whether the host runs GPU containers (the NVIDIA toolkit must be there).")
+
+
+class HostPreflight(pulumi.ComponentResource):
+    """Children: ``<host>-preflight`` (the checks, as the login user)."""
+
+    step: pulumi.Resource
+    """The check every other step of the host waits for."""
+
+    def __init__(self, name: str, args: HostPreflightArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("hpc:host:HostPreflight", name, None, opts)
+        s = preflight(args.ssh.name, args.docker, args.nvidia)
+        self.step = command_remote.Command(
+            f"{name}-check",
+            connection=args.ssh.connection(),
+            create=wrap(s.create),  # as the login user: it is what checks sudo
+            delete=wrap(s.delete) if s.delete else None,
+            add_previous_output_in_env=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({})

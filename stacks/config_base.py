@@ -1,0 +1,73 @@
+"""Shared pieces of the stack config: the error type, roles, the base model, common field types."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import pulumi
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from stacks import paths
+
+NAMESPACE = "hpc"
+PLACEHOLDER_SECRETS = frozenset(
+    {"changeme", "change-me", "admin", "password", "secret", "empty", "default", "root", "test"}
+)
+HOSTNAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
+ABS_PATH_PATTERN = r"^/[A-Za-z0-9._/-]*$"
+K3S_VERSION_PATTERN = r"^v1\.(\d+)\.\d+\+k3s\d+$"
+RESERVED_PORTS = frozenset({22, 2049, 6443, 6817, 6818, 6819, 10250, 24007})
+
+
+class ConfigError(pulumi.RunError):
+    """Bad stack input: ``key`` names the config key, ``message`` says what is wrong."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}")
+
+
+def _at(path: str, message: str) -> ValueError:
+    """A validator error that names a path relative to the model raising it."""
+    return ValueError(f"@{path}: {message}")
+
+
+class Role(StrEnum):
+    """What a host is for. A host may carry several roles."""
+
+    STORAGE = "storage"
+    SLURM_HEAD = "slurm-head"
+    GPU_WORKER = "gpu-worker"
+    INFERENCE = "inference"
+    K3S_SERVER = "k3s-server"
+    K3S_AGENT = "k3s-agent"
+    LOGIN = "login"
+
+
+class Environment(StrEnum):
+    DEV = "dev"
+    PROD = "prod"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_enum_values=False,
+    )
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+AbsPath = Annotated[str, Field(pattern=ABS_PATH_PATTERN)]
+# A directory that host scripts create, mount or chown: normalised, never a system directory.
+HostPath = Annotated[str, Field(pattern=ABS_PATH_PATTERN), AfterValidator(paths.host_path)]
+Name = Annotated[str, Field(pattern=HOSTNAME_PATTERN)]
+
+
+# Roles whose host runs a Slurm container on the macvlan network (it needs a containerAddress).
+CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.LOGIN)

@@ -1,0 +1,276 @@
+"""The sections of the stack config: hosts, network, storage, Slurm, k3s, models, racks.
+
+Each is a frozen pydantic model with a description on every field; rules that span sections live
+on ``ClusterConfig`` (``stacks/config.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from ipaddress import IPv4Address, IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from components import hardware, hostkeys
+from components.hardware import HardwareOverride, HardwareProfile
+from components.inference import capacity
+from stacks.config_base import (
+    K3S_VERSION_PATTERN,
+    AbsPath,
+    HostPath,
+    Name,
+    Port,
+    Role,
+    _at,
+    _Model,
+)
+
+
+class HostConfig(_Model):
+    """One machine of the site."""
+
+    name: Name = Field(description="Host name (also the Slurm NodeName and k8s node name).")
+    address: IPv4Address = Field(description="Address on the cluster subnet, used for SSH.")
+    ssh_user: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$", description="SSH login user.")
+    ssh_port: Port = Field(default=22, description="SSH port.")
+    host_key: Annotated[str, AfterValidator(hostkeys.parse)] | None = Field(
+        default=None,
+        description="The host's public SSH host key, '<type> <base64>' (ssh-keyscan, checked against the "
+        "console); every connection refuses a host that answers with another key. Required by policy.",
+    )
+    profile: str = Field(description="Hardware profile key (components/hardware.py).")
+    roles: list[Role] = Field(min_length=1, description="What the host is for.")
+    overrides: HardwareOverride | None = Field(default=None, description="Changes to the profile for this host.")
+    container_address: IPv4Address | None = Field(
+        default=None,
+        description="Static macvlan address of the host's Slurm container (inside containerRange).",
+    )
+    rack: str | None = Field(default=None, description="Rack the host sits in (power budgets).")
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, v: str) -> str:
+        if v not in hardware.CATALOGUE:
+            raise ValueError(f"unknown profile {v!r}; known: {', '.join(hardware.profile_names())}")
+        return v
+
+    @field_validator("roles")
+    @classmethod
+    def _unique_roles(cls, v: list[Role]) -> list[Role]:
+        dupes = [r.value for r, n in Counter(v).items() if n > 1]
+        if dupes:
+            raise ValueError(f"role {dupes[0]!r} listed twice")
+        return v
+
+    @property
+    def hardware(self) -> HardwareProfile:
+        """The host's profile with its overrides applied."""
+        return hardware.resolve(self.profile, self.overrides)
+
+    def has(self, role: Role) -> bool:
+        return role in self.roles
+
+
+class NetworkConfig(_Model):
+    """The cluster network and the macvlan range for containers."""
+
+    subnet: IPv4Network = Field(description="Cluster subnet (CIDR), e.g. 192.168.0.0/24.")
+    gateway: IPv4Address = Field(description="Default gateway on the subnet.")
+    parent_interface: str = Field(
+        pattern=r"^[a-zA-Z0-9._-]{1,15}$", description="Host NIC the macvlan networks attach to."
+    )
+    container_range: IPv4Network = Field(
+        description="Addresses reserved for containers (macvlan ip_range), inside the subnet."
+    )
+
+    @model_validator(mode="after")
+    def _ranges(self) -> NetworkConfig:
+        if self.gateway not in self.subnet:
+            raise _at("gateway", f"{self.gateway} is outside the subnet {self.subnet}")
+        if not self.container_range.subnet_of(self.subnet):
+            raise _at("containerRange", f"{self.container_range} is outside the subnet {self.subnet}")
+        if self.gateway in self.container_range:
+            raise _at("containerRange", f"{self.container_range} contains the gateway {self.gateway}")
+        return self
+
+
+Squash = Literal["root_squash", "all_squash", "no_root_squash"]
+
+
+class StorageConfig(_Model):
+    """The Gluster volume and its NFS-Ganesha export."""
+
+    volume: str = Field(default="gv0", pattern=r"^[a-z][a-z0-9_-]{0,31}$", description="Volume name.")
+    brick_path: HostPath = Field(
+        default="/srv/gluster/gv0/brick",
+        description="Brick directory on every storage host (a dedicated filesystem in production).",
+    )
+    replica: int = Field(default=3, ge=2, le=6, description="Copies of every file.")
+    arbiter: bool = Field(default=False, description="With replica 2: add an arbiter brick (replica 2 arbiter 1).")
+    mount_point: HostPath = Field(default="/gfsv", description="Where every host mounts the volume.")
+    export_pseudo: AbsPath = Field(default="/gv", description="NFSv4 pseudo path of the export.")
+    nfs_versions: list[Literal[3, 4]] = Field(
+        default=[4], min_length=1, description="NFS versions served (3 needs rpcbind)."
+    )
+    allowed_clients: list[IPv4Network] | None = Field(
+        default=None,
+        description="Networks allowed to mount the export (never the container range); default: every host.",
+    )
+    squash: Squash = Field(default="root_squash", description="Ganesha Squash mode.")
+    nfs_grace: bool = Field(
+        default=True,
+        description="NFSv4 grace period after a Ganesha restart (lets clients reclaim state).",
+    )
+    allow_no_root_squash: bool = Field(
+        default=False, description="Explicitly permit squash: no_root_squash (policy gate)."
+    )
+    ganesha_hosts: list[Name] | None = Field(
+        default=None, description="Storage hosts that run NFS-Ganesha; default: the first by name."
+    )
+    owner_uid: int = Field(default=1000, ge=1, le=2**31, description="Owner uid of the volume root.")
+    owner_gid: int = Field(default=1000, ge=1, le=2**31, description="Owner gid of the volume root.")
+    allow_destroy: bool = Field(default=False, description="Let a stack deletion remove the volume and brick data.")
+    options: dict[str, str] = Field(default_factory=dict, description="Extra 'gluster volume set' options.")
+
+    @model_validator(mode="after")
+    def _arbiter(self) -> StorageConfig:
+        if self.arbiter and self.replica != 2:
+            raise _at("arbiter", f"an arbiter needs replica 2, not replica {self.replica}")
+        if self.squash == "no_root_squash" and not self.allow_no_root_squash:
+            raise _at("squash", "no_root_squash needs allowNoRootSquash: true")
+        return self
+
+    @property
+    def bricks_per_set(self) -> int:
+        return 3 if self.arbiter else self.replica
+
+
+class Partition(_Model):
+    """A Slurm partition."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$", description="Partition name.")
+    hosts: list[Name] | None = Field(default=None, description="GPU workers in it; default: all of them.")
+    default: bool = Field(default=False, description="The default partition (exactly one).")
+    max_time: str = Field(
+        default="INFINITE",
+        pattern=r"^(INFINITE|UNLIMITED|\d+(-\d{1,2})?(:\d{2}){0,2})$",
+        description="Slurm MaxTime.",
+    )
+
+
+def _default_partitions() -> list[Partition]:
+    return [Partition(name="gpu", default=True), Partition(name="debug", max_time="1:00:00")]
+
+
+class SlurmConfig(_Model):
+    """The Slurm batch system."""
+
+    cluster_name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Slurm ClusterName.")
+    partitions: list[Partition] = Field(default_factory=_default_partitions, min_length=1, description="Partitions.")
+    cgroup_enforcement: bool | None = Field(
+        default=None,
+        description="ConstrainCores/RAMSpace/Devices via task/cgroup; default: on in prod.",
+    )
+    state_path: HostPath = Field(
+        default="/var/lib/hpc/slurm/state", description="slurmctld StateSaveLocation on the head."
+    )
+    db_path: HostPath = Field(
+        default="/var/lib/hpc/slurm/mariadb", description="Accounting database directory on the head."
+    )
+    registry: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)*$",
+        description="Registry to push the Slurm images to; default: build on each host only.",
+    )
+    allow_destroy: bool = Field(
+        default=False, description="Let a stack deletion remove Slurm state and the accounting DB."
+    )
+    max_unavailable: int = Field(
+        default=1, ge=1, description="Workers drained at once when their containers are replaced (rolling)."
+    )
+    drain_timeout_seconds: int = Field(
+        default=3600,
+        ge=10,
+        description="How long a drained worker waits for its jobs; then it is resumed and the step fails naming them.",
+    )
+
+    @model_validator(mode="after")
+    def _partitions(self) -> SlurmConfig:
+        names = Counter(p.name for p in self.partitions)
+        for name, n in names.items():
+            if n > 1:
+                raise _at("partitions", f"partition {name!r} listed {n} times")
+        defaults = [p.name for p in self.partitions if p.default]
+        if len(defaults) != 1:
+            raise _at("partitions", f"exactly one partition must be default, found {len(defaults)}")
+        return self
+
+
+class K3sConfig(_Model):
+    """The k3s cluster."""
+
+    version: str = Field(pattern=K3S_VERSION_PATTERN, description="k3s release, e.g. v1.31.4+k3s1.")
+
+    @property
+    def minor(self) -> str:
+        m = re.match(K3S_VERSION_PATTERN, self.version)
+        assert m is not None
+        return f"1.{m.group(1)}"
+
+
+class ModelConfig(_Model):
+    """One LLM served by a vLLM OpenAI server."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,40}$", description="Deployment/Service name.")
+    display_name: str = Field(min_length=1, description="Name shown in FastChat.")
+    model_id: str = Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$", description="HF repo id.")
+    host: Name = Field(description="Inference host that serves it.")
+    port: Port = Field(description="Port of its OpenAI API on the host.")
+    params_billion: float = Field(gt=0, le=2000, description="Parameter count in billions.")
+    dtype: Literal["bfloat16", "float16", "float32"] = Field(description="Weight dtype (--dtype).")
+    gpu_memory_utilization: float = Field(gt=0, le=1, description="Share of each GPU's memory vLLM may take.")
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        default="auto", description="--kv-cache-dtype."
+    )
+    max_model_len: int | None = Field(default=None, ge=256, description="--max-model-len.")
+    tensor_parallel_size: int = Field(default=1, ge=1, le=16, description="GPUs the model spans.")
+    gpu_index: int = Field(default=0, ge=0, description="First GPU it uses on its host.")
+    enforce_eager: bool = Field(default=False, description="--enforce-eager (no CUDA graphs).")
+    trust_remote_code: bool = Field(default=False, description="--trust-remote-code.")
+
+    def load(self) -> capacity.ModelLoad:
+        return capacity.ModelLoad(
+            name=self.name,
+            model_id=self.model_id,
+            params_billion=self.params_billion,
+            dtype=self.dtype,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+            tensor_parallel_size=self.tensor_parallel_size,
+            gpu_index=self.gpu_index,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            enforce_eager=self.enforce_eager,
+        )
+
+
+class InferenceConfig(_Model):
+    """Models served on the inference hosts, and the FastChat front end."""
+
+    models: list[ModelConfig] = Field(default_factory=list, description="Served models.")
+    webui_port: Port = Field(default=7860, description="FastChat Gradio web UI port.")
+
+    @model_validator(mode="after")
+    def _unique(self) -> InferenceConfig:
+        names = Counter(m.name for m in self.models)
+        for i, m in enumerate(self.models):
+            if names[m.name] > 1:
+                raise _at(f"models[{i}].name", f"model name {m.name!r} is used twice")
+        return self
+
+
+class RackConfig(_Model):
+    """A rack and its power budget."""
+
+    power_budget_w: int = Field(ge=100, description="Power the rack may draw, in watts.")
