@@ -72,7 +72,7 @@ CASES = [
     ("unknown profile", hosts(set_([2, "profile"], "cray-xc40")), "hpc:hosts[2].profile", "unknown profile"),
     (
         "unknown role",
-        hosts(set_([2, "roles"], ["storage", "login"])),
+        hosts(set_([2, "roles"], ["storage", "logon"])),
         "hpc:hosts[2].roles[1]",
         "Input should be",
     ),
