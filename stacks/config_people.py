@@ -1,0 +1,99 @@
+"""The people of the cluster: users and groups (``hpc:users``, ``hpc:groups``).
+
+The same numeric ids on every host and in every container (files on the shared volume carry
+numbers), homes on the shared volume, SSH public keys for the login node, a Slurm account per
+user. Ids of service accounts and system ranges are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, model_validator
+
+from components import accounts
+from stacks.config_base import _at, _Model
+
+ACCOUNT_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
+MIN_ID, MAX_ID = 1000, 59999  # below: system accounts; above: nobody, Debian's reserved ranges
+RESERVED_IDS = frozenset({accounts.MUNGE_UID, accounts.SLURM_UID, accounts.NOBODY_UID, accounts.FASTCHAT_UID})
+RESERVED_NAMES = frozenset(
+    {"root", "nobody", "munge", "slurm", "mysql", "daemon", "bin", "sys", "admin", "ubuntu", "pi", "fastchat"}
+)
+KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa",
+             "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")  # fmt: skip
+
+
+def _public_key(value: str) -> str:
+    parts = value.strip().split()
+    if len(parts) < 2 or parts[0] not in KEY_TYPES:
+        raise ValueError(f"not an SSH public key ('<type> <base64> [comment]'); type one of {', '.join(KEY_TYPES)}")
+    if "PRIVATE KEY" in value:
+        raise ValueError("this is a private key: give the public one (.pub)")
+    return " ".join(parts)
+
+
+PublicKey = Annotated[str, AfterValidator(_public_key)]
+Id = Annotated[int, Field(ge=MIN_ID, le=MAX_ID)]
+
+
+class GroupConfig(_Model):
+    """A Unix group of the cluster."""
+
+    name: str = Field(pattern=ACCOUNT_PATTERN, description="Group name.")
+    gid: Id = Field(description="Numeric group id, the same everywhere.")
+
+
+class UserConfig(_Model):
+    """A person who uses the cluster."""
+
+    name: str = Field(pattern=ACCOUNT_PATTERN, description="Login name.")
+    uid: Id = Field(description="Numeric user id, the same on every host and in every container.")
+    group: str = Field(description="Primary group (a name from hpc:groups).")
+    groups: list[str] = Field(default_factory=list, description="More groups (names from hpc:groups).")
+    ssh_keys: list[PublicKey] = Field(default_factory=list, description="SSH public keys for the login node.")
+    account: str | None = Field(
+        default=None, pattern=ACCOUNT_PATTERN, description="Slurm account; default: the primary group's name."
+    )
+
+    @property
+    def slurm_account(self) -> str:
+        return self.account or self.group
+
+
+class People(_Model):
+    """Users and groups, checked together."""
+
+    users: list[UserConfig] = Field(default_factory=list, description="Users.")
+    groups: list[GroupConfig] = Field(default_factory=list, description="Groups.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> People:
+        gids: dict[int, str] = {}
+        names: dict[str, str] = {}
+        for g in self.groups:
+            where = f"groups[{g.name}]"
+            if g.name in names:
+                raise _at(f"{where}.name", f"group {g.name!r} is listed twice")
+            if g.gid in gids or g.gid in RESERVED_IDS:
+                raise _at(f"{where}.gid", f"gid {g.gid} is taken ({gids.get(g.gid, 'a service account')})")
+            names[g.name], gids[g.gid] = "group", g.name
+        uids: dict[int, str] = {}
+        users: set[str] = set()
+        for u in self.users:
+            where = f"users[{u.name}]"
+            if u.name in users:
+                raise _at(f"{where}.name", f"user {u.name!r} is listed twice")
+            if u.name in RESERVED_NAMES:
+                raise _at(f"{where}.name", f"{u.name!r} is a system or service account; choose another name")
+            if u.uid in uids or u.uid in RESERVED_IDS:
+                raise _at(f"{where}.uid", f"uid {u.uid} is taken ({uids.get(u.uid, 'a service account')})")
+            for key, group in [("group", u.group), *(("groups", g) for g in u.groups)]:
+                if group not in names:
+                    raise _at(f"{where}.{key}", f"group {group!r} is not in hpc:groups")
+            users.add(u.name)
+            uids[u.uid] = u.name
+        return self
+
+    def gid_of(self, group: str) -> int:
+        return next(g.gid for g in self.groups if g.name == group)
