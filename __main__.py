@@ -13,3 +13,5 @@ built = cluster.build(settings, secrets)
 pulumi.export("networkStorage", built.network_storage.apply(lambda ns: ns.model_dump()))
 if built.inference_check is not None:
     pulumi.export("inferenceCheck", built.inference_check)
+if built.logins:
+    pulumi.export("loginNodes", {name: f"ssh <user>@{node.address}" for name, node in built.logins.items()})

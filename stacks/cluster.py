@@ -22,10 +22,13 @@ from components.inference.network import NetworkPolicies, NetworkPoliciesArgs
 from components.inference.render import ModelServer
 from components.k8s.addons import ClusterAddons, ClusterAddonsArgs
 from components.k8s.cluster import K3sCluster, K3sClusterArgs, K3sNode
+from components.people.accounts import People, PeopleArgs
+from components.people.render import Group, Person
 from components.preflight import HostPreflight, HostPreflightArgs
 from components.remote import Ssh
 from components.slurm.head import SlurmHead, SlurmHeadArgs
 from components.slurm.images import HostDockerArgs
+from components.slurm.login import LoginNode, LoginNodeArgs
 from components.slurm.worker import GpuWorker, GpuWorkerArgs
 from components.storage import (
     ClientMount,
@@ -56,13 +59,14 @@ class Cluster:
     nfs: dict[str, NfsGateway] = field(default_factory=dict)
     slurm_head: SlurmHead | None = None
     workers: dict[str, GpuWorker] = field(default_factory=dict)
+    logins: dict[str, LoginNode] = field(default_factory=dict)
     docker: dict[str, HostDockerArgs] = field(default_factory=dict)
     k3s: K3sCluster | None = None
     inference_check: pulumi.Output[str] | None = None
     access: Access | None = None
 
 
-CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.K3S_SERVER)
+DOCKER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.LOGIN, Role.K3S_SERVER)
 GPU_ROLES = (Role.GPU_WORKER, Role.INFERENCE)
 
 
@@ -78,7 +82,7 @@ class Access:
                 f"{h.name}-preflight",
                 HostPreflightArgs(
                     ssh=self._ssh(h, []),
-                    docker=any(h.has(r) for r in CONTAINER_ROLES),
+                    docker=any(h.has(r) for r in DOCKER_ROLES),
                     nvidia=any(h.has(r) for r in GPU_ROLES),
                 ),
             )
@@ -240,6 +244,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             state_path=cfg.slurm.state_path,
             db_path=cfg.slurm.db_path,
             allow_destroy=cfg.slurm.allow_destroy,
+            pushed_roles=[r for r, role in (("worker", Role.GPU_WORKER), ("login", Role.LOGIN)) if cfg.with_role(role)],
         ),
     )
     for h in cfg.with_role(Role.GPU_WORKER):
@@ -256,11 +261,56 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 head_name=head.name,
                 head_address=str(head.container_address),
                 munge_key=cluster.slurm_head.munge_key,
-                image=cluster.slurm_head.worker_image,
+                image=cluster.slurm_head.images.get("worker"),
                 max_unavailable=cfg.slurm.max_unavailable,
                 drain_timeout_s=cfg.slurm.drain_timeout_seconds,
             ),
         )
+
+
+def build_login(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
+    head = cfg.slurm_head
+    assert cluster.slurm_head is not None
+    for h in cfg.with_role(Role.LOGIN):
+        cluster.logins[h.name] = LoginNode(
+            h.name,
+            LoginNodeArgs(
+                ssh=access.ssh(h),
+                docker=docker_for(cfg, h, cluster),
+                network_storage=cluster.network_storage,
+                host_mount=cluster.mounts[h.name].mount,
+                munge_key=cluster.slurm_head.munge_key,
+                container_address=str(h.container_address),
+                head_name=head.name,
+                head_address=str(head.container_address),
+                image=cluster.slurm_head.images.get("login"),
+            ),
+        )
+
+
+def build_people(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
+    """Users and groups on every host, homes, Slurm associations (when the stack lists users)."""
+    people = cfg.people
+    if not people.users:
+        return
+    assert cluster.slurm_head is not None
+    head = cfg.slurm_head
+    People(
+        "people",
+        PeopleArgs(
+            people=tuple(
+                Person(u.name, u.uid, people.gid_of(u.group), tuple(u.groups), tuple(u.ssh_keys), u.slurm_account)
+                for u in people.users
+            ),
+            groups=tuple(Group(g.name, g.gid) for g in people.groups),
+            home_root=f"{cfg.storage.mount_point}/home",
+            hosts=[access.ssh(h) for h in cfg.hosts],
+            head=access.ssh(head),
+            head_mount=cluster.mounts[head.name].mount,
+            head_container=cluster.slurm_head.container,
+            cluster_name=cfg.slurm.cluster_name,
+        ),
+    )
 
 
 def model_server(m: ModelConfig) -> ModelServer:
@@ -375,5 +425,7 @@ def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     cluster = build_storage(cfg, access)
     cluster.access = access
     build_slurm(cfg, access, cluster)
+    build_login(cfg, access, cluster)
+    build_people(cfg, access, cluster)
     build_k8s(cfg, access, cluster)
     return cluster

@@ -103,6 +103,8 @@ class ClusterConfig(_Model):
                     f"hosts[{i}].address",
                     f"{h.address} is inside the container range {net.container_range}",
                 )
+            if h.has(Role.LOGIN) and (h.has(Role.SLURM_HEAD) or h.has(Role.GPU_WORKER)):
+                raise _at(f"hosts[{i}].roles", f"login needs a host of its own ({h.name} has one containerAddress)")
             needs_container = any(h.has(r) for r in CONTAINER_ROLES)
             if needs_container and h.container_address is None:
                 raise _at(f"hosts[{i}].containerAddress", "required on a slurm-head, gpu-worker or login host")
@@ -246,6 +248,11 @@ class ClusterConfig(_Model):
     @property
     def slurm_head(self) -> HostConfig:
         return self.with_role(Role.SLURM_HEAD)[0]
+
+    @property
+    def enforce_associations(self) -> bool:
+        explicit = self.slurm.enforce_associations
+        return self.is_prod if explicit is None else explicit
 
     @property
     def cgroup_enforcement(self) -> bool:

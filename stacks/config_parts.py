@@ -187,6 +187,11 @@ class SlurmConfig(_Model):
     allow_destroy: bool = Field(
         default=False, description="Let a stack deletion remove Slurm state and the accounting DB."
     )
+    enforce_associations: bool | None = Field(
+        default=None,
+        description="AccountingStorageEnforce=associations,limits: only users with an association run; "
+        "default: on in prod.",
+    )
     max_unavailable: int = Field(
         default=1, ge=1, description="Workers drained at once when their containers are replaced (rolling)."
     )

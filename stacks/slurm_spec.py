@@ -35,4 +35,5 @@ def cluster_spec(cfg: ClusterConfig) -> ClusterSpec:
             for p in cfg.slurm.partitions
         ),
         cgroup=cfg.cgroup_enforcement,
+        enforce_associations=cfg.enforce_associations,
     )

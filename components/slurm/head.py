@@ -12,7 +12,7 @@ from components.base import Args
 from components.remote import Ssh
 from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, image_ref, macvlan_network, slurm_image
-from components.slurm.munge import MUNGE_VOLUME, munge_key_step
+from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, munge_key_step
 from components.storage.contract import NetworkStorage
 
 MUNGE_KEY_BYTES = 1024
@@ -29,6 +29,7 @@ class SlurmHeadArgs(Args):
     state_path: str = Field(description="Host path of slurmctld's StateSaveLocation.")
     db_path: str = Field(description="Host path of the accounting database.")
     allow_destroy: bool = Field(description="Whether deleting the stack may remove state and DB.")
+    pushed_roles: list[str] = Field(default_factory=list, description="Roles whose image this host builds and pushes.")
 
 
 class SlurmHead(pulumi.ComponentResource):
@@ -44,8 +45,9 @@ class SlurmHead(pulumi.ComponentResource):
     """Address of the head container (slurmctld, slurmdbd)."""
     munge_key: pulumi.Output[str]
     """The cluster's munge key, base64 (secret): every Slurm host writes it to its own disk."""
-    worker_image: pulumi.Output[str] | None
-    """With a registry: the workers' image by digest (built once on this host); else None."""
+    images: dict[str, pulumi.Output[str]]
+    """With a registry: the other roles' images (worker, login) by digest, built once on this
+    host; else empty (each host builds its own)."""
     container: docker.Container
     """The head container."""
     config_steps: list[pulumi.Resource]
@@ -95,12 +97,11 @@ class SlurmHead(pulumi.ComponentResource):
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         image = slurm_image(f"{name}-image", "head", args.docker, self)
         registry = args.docker.registry
-        if registry:  # the workers' image is built once, here, and pulled by digest on each worker
-            self.worker_image: pulumi.Output[str] | None = image_ref(
-                slurm_image(f"{name}-worker-image", "worker", args.docker, self), registry
-            )
-        else:
-            self.worker_image = None
+        # With a registry, the other roles' images are built once, here, and pulled by digest.
+        self.images: dict[str, pulumi.Output[str]] = {
+            role: image_ref(slurm_image(f"{name}-{role}-image", role, args.docker, self), registry)
+            for role in (args.pushed_roles if registry else [])
+        }
         volumes = [
             docker.ContainerVolumeArgs(host_path=steps.CONFIG_DIR, container_path="/etc/slurm", read_only=True),
             docker.ContainerVolumeArgs(
@@ -114,6 +115,7 @@ class SlurmHead(pulumi.ComponentResource):
         shared = args.network_storage.apply(
             lambda ns: [
                 MUNGE_VOLUME,
+                ACCOUNTS_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
             ]
         )

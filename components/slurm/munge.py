@@ -1,4 +1,5 @@
-"""The munge key on a Slurm host: one step per host, the key from stdin, mounted into its container."""
+"""What a Slurm container gets from its host: the munge key (one step per host, the key from stdin)
+and the cluster's accounts (NSS extrausers files the people tier writes), both read-only."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import pulumi
 import pulumi_docker as docker
 
 from components import remote
+from components.people.render import ACCOUNTS_DIR, CONTAINER_ACCOUNTS
 from components.remote import Ssh
 from components.slurm import steps
 from components.storage.contract import NetworkStorage
 
 # Read-only: munged reads the key and keeps its seed under /run/munge.
 MUNGE_VOLUME = docker.ContainerVolumeArgs(host_path=steps.MUNGE_DIR, container_path="/etc/munge", read_only=True)
+# The cluster's users and groups (the same ids everywhere), seen live by NSS extrausers.
+ACCOUNTS_VOLUME = docker.ContainerVolumeArgs(host_path=ACCOUNTS_DIR, container_path=CONTAINER_ACCOUNTS, read_only=True)
 
 
 def munge_key_step(

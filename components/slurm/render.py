@@ -69,6 +69,7 @@ class ClusterSpec:
     nodes: tuple[NodeSpec, ...]
     partitions: tuple[PartitionSpec, ...]
     cgroup: bool
+    enforce_associations: bool = False
 
     @property
     def gres_types(self) -> tuple[str, ...]:
@@ -97,6 +98,8 @@ def slurm_conf(spec: ClusterSpec) -> str:
         plugins = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\nJobAcctGatherType=jobacct_gather/linux"
     tres = ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in spec.gres_types)])
     nodes = "\n".join(n.line for n in spec.nodes)
+    # A user without an association (hpc:users, sacctmgr) cannot run; limits apply.
+    enforce = "AccountingStorageEnforce=associations,limits\n" if spec.enforce_associations else ""
     parts = "\n".join(
         f"PartitionName={p.name} Nodes={_hostlist(p.nodes)} Default={'YES' if p.default else 'NO'} "
         f"MaxTime={p.max_time} State=UP"
@@ -134,7 +137,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost={spec.head_name}
 AccountingStoragePort={SLURMDBD_PORT}
 AccountingStorageTRES={tres}
-{nodes}
+{enforce}{nodes}
 {parts}
 """
 

@@ -16,7 +16,7 @@ from components.hardware import HardwareProfile
 from components.remote import Ssh
 from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, macvlan_network, pulled_image, slurm_image
-from components.slurm.munge import MUNGE_VOLUME, munge_key_step
+from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, munge_key_step
 from components.storage.contract import NetworkStorage
 
 EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
@@ -82,6 +82,7 @@ class GpuWorker(pulumi.ComponentResource):
         shared = args.network_storage.apply(
             lambda ns: [
                 MUNGE_VOLUME,
+                ACCOUNTS_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
                 # slurmd manages job cgroups (ConstrainCores/RAMSpace/Devices).
                 docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),

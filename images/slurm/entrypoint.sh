@@ -4,6 +4,7 @@
 #
 #   hpc-entrypoint head     munged, MariaDB, slurmdbd, slurmctld (configless server)
 #   hpc-entrypoint worker   munged, slurmd --conf-server "$SLURM_CONF_SERVER"
+#   hpc-entrypoint login    munged, sackd --conf-server "$SLURM_CONF_SERVER", sshd (keys only)
 #   hpc-entrypoint health   exit 0 when this container's daemons answer (HEALTHCHECK)
 #
 # Daemons run in the foreground as children of this script; when any of them exits, the
@@ -101,9 +102,23 @@ run_worker() {
   supervise
 }
 
+run_login() {
+  [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
+  start_munge
+  install -d -m 0700 /var/lib/hpc-login/ssh
+  [ -f /var/lib/hpc-login/ssh/ssh_host_ed25519_key ] \
+    || ssh-keygen -q -t ed25519 -N '' -C '' -f /var/lib/hpc-login/ssh/ssh_host_ed25519_key
+  install -d -m 0755 /run/sshd /run/slurm
+  # sackd fetches slurm.conf from the controller for the client tools (/run/slurm/conf).
+  sackd -D --conf-server "$SLURM_CONF_SERVER" &
+  wait_for "$STARTUP_TIMEOUT_S" "sackd to fetch the configuration" test -f /run/slurm/conf/slurm.conf
+  /usr/sbin/sshd -D -e &
+  supervise
+}
+
 health() {
   munge_ok || die "munged does not answer"
-  if [ -f /etc/slurm/slurm.conf ]; then
+  if [ -f /etc/slurm/slurm.conf ] || [ -f /run/slurm/conf/slurm.conf ]; then
     scontrol ping | grep -q 'is UP' || die "slurmctld does not answer"
   else
     kill -0 "$(cat /run/slurmd.pid)" || die "slurmd is not running"
@@ -113,6 +128,7 @@ health() {
 case "${1:-}" in
   head) run_head ;;
   worker) run_worker ;;
+  login) run_login ;;
   health) health ;;
-  *) die "usage: hpc-entrypoint head|worker|health" ;;
+  *) die "usage: hpc-entrypoint head|worker|login|health" ;;
 esac

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import threading
 import time
 from typing import Any
@@ -48,9 +49,10 @@ pytestmark = pytest.mark.integration
 
 NET = "10.79.0"
 TOOLS = ("dockerd", "debootstrap", "/usr/sbin/sshd", "nsenter")
-HOSTS = ["head", "w1", "w2", "w3"]
+HOSTS = ["head", "w1", "w2", "w3", "login"]
 SSH_ADDR = {h: f"{NET}.{11 + i}" for i, h in enumerate(HOSTS)}  # the lab's own host addresses
 CTR_ADDR = {h: f"{NET}.{41 + i}" for i, h in enumerate(HOSTS)}  # macvlan, inside containerRange
+USERS = {"alice": 20001, "bob": 20002}  # researchers: hpc:users, keys from hostkeys (user-<name>)
 OVERRIDE = "SlurmdParameters=config_overrides\n"
 RESOLVER = f"{NET}.2"  # the lab client namespace, where the fixture runs an NXDOMAIN server
 JOBS = "/home/jobs"  # on the shared volume: every container sees it at the same path
@@ -102,6 +104,16 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
             "containerAddress": CTR_ADDR[f"w{i}"],
         }
         for i in range(1, workers + 1)
+    ] + [
+        {
+            "name": "login",
+            "address": SSH_ADDR["login"],
+            "sshUser": "root",
+            "hostKey": hostkeys.public("login"),
+            "profile": "epyc-7502p-256g",
+            "roles": ["login"],
+            "containerAddress": CTR_ADDR["login"],
+        }
     ]
     return {
         "hpc:environment": "prod",  # cgroup enforcement (ConstrainDevices) on, as in production
@@ -124,6 +136,17 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
         "hpc:inference": {"models": []},
         "hpc:racks": None,
         "hpc:hfToken": None,
+        "hpc:groups": [{"name": "ml", "gid": 30001}, {"name": "vision", "gid": 30002}],
+        "hpc:users": [
+            {
+                "name": u,
+                "uid": uid,
+                "group": "ml",
+                "groups": ["vision"] if u == "bob" else [],
+                "sshKeys": [hostkeys.public(f"user-{u}")],
+            }
+            for u, uid in USERS.items()
+        ],
     }
 
 
@@ -136,7 +159,8 @@ class Planned:
 
     def __init__(self, workers: int, **slurm: Any):
         self.result = plan.run("dev", stack(workers, **slurm))
-        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:host:HostPreflight")
+        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:host:HostPreflight", "hpc:slurm:LoginNode",
+                   "hpc:people:People")  # fmt: skip
         self.steps = {s.name: s for s in steps(self.result, parents)}
         self.containers = {
             plain(r.inputs["hostname"]): r for r in self.result.of_type("docker:index/container:Container")
@@ -146,7 +170,8 @@ class Planned:
         self.networks = {_owner(r): r for r in self.result.of_type("docker:index/network:Network")}
 
     def head_steps(self) -> list[Step]:
-        return [s for s in self.steps.values() if s.name.startswith("head-") and s.name != "head-preflight-check"]
+        later = {"head-preflight-check", "head-accounts", "head-homes", "head-slurm-accounting"}
+        return [s for s in self.steps.values() if s.name.startswith("head-") and s.name not in later]
 
 
 class Cluster:
@@ -180,7 +205,7 @@ mkdir -p /etc/slurm && mount --bind {h}/etc-slurm /etc/slurm
 mount --bind {resolv} /etc/resolv.conf
 mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
 """])  # fmt: skip
-            if host != "head":
+            if host.startswith("w"):
                 for tool, text in (("nvidia-smi", NVIDIA_SMI), ("nvidia-ctk", NVIDIA_CTK)):
                     shim = self.lab.dir / host / "shim" / tool
                     shim.write_text(text)
@@ -266,9 +291,10 @@ def cluster(planned, builder):
         lab.up()
         resolver = docker_lab.nxdomain_resolver(f"{lab.prefix}-cl")
         c.prepare()
-        for host in ("head", "w1", "w2"):  # Docker on every container host, the NVIDIA toolkit on GPU hosts
+        for host in ("head", "w1", "w2", "login"):  # Docker on container hosts, the NVIDIA toolkit on GPU hosts
             out = run_step(lab, planned.steps[f"{host}-preflight-check"]).stdout
             assert f"hpc: {host} is ready: Debian GNU/Linux 12 (bookworm), user root docker " in out, out
+            run_step(lab, planned.steps[f"{host}-accounts"])  # the same users and ids on every host
         first = run_head_steps(lab, planned)
         assert all(o.rstrip().endswith("hpc: result=changed") for o in first.values()), first
         for w in ("w1", "w2"):
@@ -279,6 +305,10 @@ def cluster(planned, builder):
         for w in ("w1", "w2"):
             c.deploy(planned, w)
         labmod.wait_until(lambda: c.idle() == {"w1", "w2"}, "w1 and w2 idle", 120)
+        for name in ("head-homes", "head-slurm-accounting", "login-munge-key-file"):
+            run_step(lab, planned.steps[name])
+        c.deploy(planned, "login")
+        labmod.wait_until(lambda: c.daemons["login"].health("slurm-login") == "healthy", "the login node", 150)
         yield c
     except Exception:
         print(c.diagnostics())
@@ -357,12 +387,71 @@ def test_a_job_cannot_write_to_the_cgroup_tree(cluster):
         "echo found=$cg; echo 99999999999 > $cg 2>&1; echo 1 > /sys/fs/cgroup/memory/memory.swappiness 2>&1; "
         "grep CapEff /proc/self/status; true"
     )
-    # submitted by an unprivileged user (nobody), as every job of a researcher is
+    # submitted by a researcher (alice, from hpc:users), not by root
     rc, out = cluster.daemons["head"].exec("slurm-head", f"cd /tmp && srun -N1 -w w1 --mem=100M bash -c '{probe}'",
-                                           user="65534")  # fmt: skip
+                                           user=str(USERS["alice"]))  # fmt: skip
     assert rc == 0, out
     assert "found=/sys/fs/cgroup/memory/" in out and out.count("Permission denied") == 2, out
     assert "CapEff:\t0000000000000000" in out, out  # no capability at all inside the job
+
+
+def ssh_login(cluster, user: str, cmd: str, key_of: str | None = None, *opts: str):  # type: ignore[no-untyped-def]
+    """SSH to the login node's container from the lab's client, as a researcher would."""
+    key = hostkeys.key_file(f"user-{key_of or user}")
+    argv = ["ip", "netns", "exec", f"{cluster.lab.prefix}-cl", "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes",
+            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=10", *opts, f"{user}@{CTR_ADDR['login']}", cmd]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180)
+
+
+def test_a_researcher_logs_in_with_their_key_and_runs_a_job_as_themselves(cluster):
+    who = ssh_login(cluster, "alice", "id -un; id -u; pwd")
+    assert who.returncode == 0, who.stderr
+    assert who.stdout.split() == ["alice", str(USERS["alice"]), "/home/alice"]
+    sub = ssh_login(cluster, "alice", "sbatch --parsable -N1 -o job-%j.out --wrap 'id -un; id -u; hostname'")
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip()
+    out = cluster.shared / "home" / "alice" / f"job-{job}.out"
+    labmod.wait_until(lambda: out.exists() and out.read_text().count("\n") >= 3, "the job's output", 90)
+    user, uid, node = out.read_text().split()
+    assert (user, uid) == ("alice", str(USERS["alice"])) and node in {"w1", "w2"}
+    assert (out.stat().st_uid, out.parent.stat().st_uid) == (USERS["alice"], USERS["alice"])
+    assert oct(out.parent.stat().st_mode & 0o777) == "0o700"  # the home the stack made: private
+
+    def accounted() -> bool:
+        row = cluster.in_head(f"sacct -a -n -X -P -j {job} -o User,Account,State")[1].strip()
+        return row == "alice|ml|COMPLETED"
+
+    labmod.wait_until(accounted, "sacct to show alice's job in account ml", 60)
+    other = ssh_login(cluster, "bob", f"cat /home/alice/job-{job}.out")
+    assert other.returncode != 0 and "Permission denied" in other.stderr  # bob cannot read alice's output
+
+
+def test_no_password_login_no_root_login_no_stranger(cluster):
+    password = ssh_login(cluster, "alice", "true", None, "-o", "PreferredAuthentications=password,keyboard-interactive",
+                         "-o", "PubkeyAuthentication=no")  # fmt: skip
+    assert password.returncode == 255 and "Permission denied (publickey)" in password.stderr
+    root = ssh_login(cluster, "root", "true", "alice")
+    assert root.returncode == 255 and "Permission denied" in root.stderr
+    wrong_key = ssh_login(cluster, "alice", "true", "bob")  # bob's key does not open alice's account
+    assert wrong_key.returncode == 255 and "Permission denied" in wrong_key.stderr
+
+
+def test_associations_come_from_the_stack_and_are_enforced(cluster, planned):
+    stranger = cluster.daemons["head"].exec("slurm-head", "cd /tmp && sbatch --wrap true", user="65534")
+    assert stranger[0] != 0 and "Invalid account or account/partition combination" in stranger[1], stranger
+    again = run_step(cluster.lab, planned.steps["head-slurm-accounting"]).stdout
+    assert again.rstrip().endswith("hpc: result=unchanged")
+    without_bob = Planned(workers=2)
+    users = [u for u in stack(2)["hpc:users"] if u["name"] != "bob"]
+    without_bob.result = plan.run("dev", stack(2) | {"hpc:users": users})
+    step = next(s for s in steps(without_bob.result, ("hpc:people:People",)) if s.name == "head-slurm-accounting")
+    out = run_step(cluster.lab, step).stdout
+    assert "hpc: changed: removed bob from account ml" in out
+    refused = ssh_login(cluster, "bob", "sbatch --wrap true")
+    assert refused.returncode != 0 and "Invalid account" in refused.stderr
+    restored = run_step(cluster.lab, planned.steps["head-slurm-accounting"]).stdout
+    assert "hpc: changed: added bob to account ml" in restored
 
 
 def test_sbatch_output_on_the_shared_volume_and_sacct_gpu_tres(cluster):
@@ -425,7 +514,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     added = {after[u].name for u in after.keys() - before.keys()}
     assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-image", "w3-macvlan", "w3-resume",
                      "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file",
-                     "w3-preflight", "w3-preflight-check"}  # fmt: skip
+                     "w3-preflight", "w3-preflight-check", "w3-accounts"}  # fmt: skip
     pids = {w: cluster.slurmd_pid(w) for w in ("w1", "w2")}
     for name in ("head-slurm-conf", "head-gres-conf"):
         s = bigger.steps[name]
@@ -435,6 +524,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
         assert "restarted" not in out  # Slurm 24.11 adds nodes on reconfigure
     run_step(cluster.lab, bigger.steps["w3-gpu-preflight"])
     run_step(cluster.lab, bigger.steps["w3-munge-key-file"])
+    run_step(cluster.lab, bigger.steps["w3-accounts"])
     cluster.deploy(bigger, "w3")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3"}, "w3 to join", 120)
     assert {w: cluster.slurmd_pid(w) for w in ("w1", "w2")} == pids  # the other workers were not restarted

@@ -50,10 +50,19 @@ def test_image_tag_is_the_build_context_hash():
 
 def test_slurm_images_have_no_login_credentials_and_a_group_signalling_init():
     files = sorted(SLURM_CONTEXT.glob("Dockerfile.*"))
-    assert [f.name for f in files] == ["Dockerfile.head", "Dockerfile.worker"]
+    assert [f.name for f in files] == ["Dockerfile.head", "Dockerfile.login", "Dockerfile.worker"]
     for f in files:  # hadolint and the base-image pin: tests/unit/test_images.py
         text = f.read_text()
         instructions = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-        for forbidden in ("chpasswd", "NOPASSWD", "openssh-server", "sudo"):
+        # only the login node runs sshd; no image has a password or sudo
+        sshd = () if f.name == "Dockerfile.login" else ("openssh-server",)
+        for forbidden in ("chpasswd", "NOPASSWD", "sudo", *sshd):
             assert forbidden not in instructions, (f.name, forbidden)
         assert 'ENTRYPOINT ["/usr/bin/tini", "-g", "--"' in text and "HEALTHCHECK" in text
+
+
+def test_login_sshd_takes_keys_only_and_no_root():
+    conf = (SLURM_CONTEXT / "sshd-login.conf").read_text()
+    for line in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin no",
+                 "AuthorizedKeysFile /var/lib/extrausers/keys/%u"):  # fmt: skip
+        assert f"\n{line}\n" in conf

@@ -1,0 +1,33 @@
+# Slurm login node for hpc-cluster: users SSH in with their keys and submit jobs. Slurm client
+# tools configured by sackd from the configless controller; munge; sshd with keys only, no root,
+# no passwords. Debian 13's Slurm 24.11; base pinned by tag and digest (see images/README.md).
+FROM debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+
+# Fixed service ids (components/accounts.py); the cluster's users come from the host (NSS
+# extrausers: /var/lib/extrausers, mounted read-only), with the same ids everywhere.
+RUN groupadd --system --gid 991 munge \
+ && useradd --system --uid 991 --gid munge --home-dir /nonexistent --shell /usr/sbin/nologin munge \
+ && groupadd --system --gid 64030 slurm \
+ && useradd --system --uid 64030 --gid slurm --home-dir /nonexistent --shell /usr/sbin/nologin slurm
+
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      libnss-extrausers=0.6* \
+      tini=0.19.* munge=0.5.* sackd=24.11.* slurm-client=24.11.* openssh-server=1:10.0p1* \
+ && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_* \
+ && sed -Ei 's/^(passwd|group|shadow):(.*)$/\1:\2 extrausers/' /etc/nsswitch.conf
+
+COPY sshd-login.conf /etc/ssh/sshd_config.d/10-hpc-cluster.conf
+COPY entrypoint.sh /usr/local/sbin/hpc-entrypoint
+
+# The host keys live on the host (a volume), so replacing the container keeps them.
+VOLUME ["/var/lib/hpc-login/ssh"]
+EXPOSE 22
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
+  CMD ["/usr/local/sbin/hpc-entrypoint", "health"]
+# -g: docker stop's SIGTERM reaches every daemon, not only the entrypoint shell.
+ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/sbin/hpc-entrypoint"]
+CMD ["login"]
