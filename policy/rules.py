@@ -167,18 +167,22 @@ def no_default_credentials(args: ResourceValidationArgs, report: Report) -> None
 
 
 # ---- GPU workloads --------------------------------------------------------------------------------
-def _gpu_limit(c: Any) -> Any:
-    return ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
+_PINNED = re.compile(r"^\d+(,\d+)*$")
 
 
-def gpu_workloads_set_limits(args: ResourceValidationArgs, report: Report) -> None:
+def gpu_workloads_pinned(args: ResourceValidationArgs, report: Report) -> None:
+    """A GPU container runs on the GPUs the capacity model gave it, and only those."""
     if args.resource_type != facts.DEPLOYMENT:
         return
     spec = facts.pod_spec(args.props)
     for c in facts.containers(args.props):
         wants_gpu = spec.get("runtimeClassName") == "nvidia" or any("vllm" in str(x) for x in c.get("command") or [])
-        if wants_gpu and not _gpu_limit(c):
-            report(f"The Deployment {args.name} must set an nvidia.com/gpu limit on container {c.get('name')}.")
+        visible = dict(facts.literal_env(c.get("env"))).get("NVIDIA_VISIBLE_DEVICES", "")
+        if wants_gpu and not _PINNED.match(visible):
+            report(
+                f"The Deployment {args.name} must pin container {c.get('name')} to its GPUs with "
+                f"NVIDIA_VISIBLE_DEVICES (indexes, not {visible or 'unset'!r})."
+            )
 
 
 def workloads_set_resources(args: ResourceValidationArgs, report: Report) -> None:
@@ -342,7 +346,7 @@ POLICIES: list[Policy] = [
         validate=gpu_memory_budget,
         enforcement_level=MANDATORY,
     ),
-    _r("gpu-workloads-set-limits", "GPU workloads set an nvidia.com/gpu limit.", gpu_workloads_set_limits, MANDATORY),
+    _r("gpu-workloads-pinned", "GPU workloads are pinned to their GPUs.", gpu_workloads_pinned, MANDATORY),
     _r(
         "workloads-set-resources",
         "Workloads set CPU and memory requests and limits.",

@@ -29,7 +29,7 @@ from components.remote import Ssh
 from components.slurm.head import SlurmHead, SlurmHeadArgs
 from components.slurm.images import HostDockerArgs
 from components.slurm.login import LoginNode, LoginNodeArgs
-from components.slurm.worker import GpuWorker, GpuWorkerArgs
+from components.slurm.worker import CpuWorker, GpuWorker, GpuWorkerArgs
 from components.storage import (
     ClientMount,
     ClientMountArgs,
@@ -44,6 +44,7 @@ from components.storage import (
 from components.storage import spec as storage_spec
 from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
 from stacks.slurm_spec import cluster_spec
+from stacks.slurm_spec import workers as slurm_workers
 
 NFS_MOUNT_VERSION = "4.1"
 INFERENCE_NAMESPACE = "inference"
@@ -58,7 +59,7 @@ class Cluster:
     mounts: dict[str, ClientMount] = field(default_factory=dict)
     nfs: dict[str, NfsGateway] = field(default_factory=dict)
     slurm_head: SlurmHead | None = None
-    workers: dict[str, GpuWorker] = field(default_factory=dict)
+    workers: dict[str, GpuWorker] = field(default_factory=dict)  # CpuWorker is a GpuWorker without GPUs
     logins: dict[str, LoginNode] = field(default_factory=dict)
     docker: dict[str, HostDockerArgs] = field(default_factory=dict)
     k3s: K3sCluster | None = None
@@ -66,7 +67,7 @@ class Cluster:
     access: Access | None = None
 
 
-DOCKER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.LOGIN, Role.K3S_SERVER)
+DOCKER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.CPU_WORKER, Role.LOGIN, Role.K3S_SERVER)
 GPU_ROLES = (Role.GPU_WORKER, Role.INFERENCE)
 
 
@@ -244,11 +245,12 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             state_path=cfg.slurm.state_path,
             db_path=cfg.slurm.db_path,
             allow_destroy=cfg.slurm.allow_destroy,
-            pushed_roles=[r for r, role in (("worker", Role.GPU_WORKER), ("login", Role.LOGIN)) if cfg.with_role(role)],
+            pushed_roles=[r for r, on in (("worker", slurm_workers(cfg)), ("login", cfg.with_role(Role.LOGIN))) if on],
         ),
     )
-    for h in cfg.with_role(Role.GPU_WORKER):
-        cluster.workers[h.name] = GpuWorker(
+    for h in slurm_workers(cfg):
+        kind = CpuWorker if h.has(Role.CPU_WORKER) else GpuWorker
+        cluster.workers[h.name] = kind(
             h.name,
             GpuWorkerArgs(
                 ssh=access.ssh(h),
@@ -257,6 +259,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 network_storage=cluster.network_storage,
                 host_mount=cluster.mounts[h.name].mount,
                 hardware=h.hardware,
+                gpu_indexes=h.gpu_owners()[0] if h.has(Role.GPU_WORKER) else (),
                 container_address=str(h.container_address),
                 head_name=head.name,
                 head_address=str(head.container_address),
@@ -331,15 +334,6 @@ def model_server(m: ModelConfig) -> ModelServer:
     )
 
 
-def time_slices(cfg: ClusterConfig) -> int:
-    """Time-slicing replicas per GPU: the most models that share one GPU anywhere."""
-    per_gpu: dict[tuple[str, int], int] = {}
-    for m in cfg.inference.models:
-        for g in m.load().gpus:
-            per_gpu[(m.host, g)] = per_gpu.get((m.host, g), 0) + 1
-    return max(per_gpu.values(), default=1)
-
-
 def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
     servers = cfg.with_role(Role.K3S_SERVER)
     if not servers:
@@ -361,7 +355,6 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             network_storage=cluster.network_storage,
             namespace=INFERENCE_NAMESPACE,
             retain_volumes=cfg.is_prod,
-            time_slices=time_slices(cfg),
         ),
     )
     models = cfg.inference.models

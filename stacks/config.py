@@ -35,6 +35,7 @@ from stacks.config_base import (
     NAMESPACE,
     PLACEHOLDER_SECRETS,
     RESERVED_PORTS,
+    WORKER_ROLES,
     ConfigError,
     Environment,
     Role,
@@ -120,6 +121,9 @@ class ClusterConfig(_Model):
                         f"duplicate container address {h.container_address}",
                     )
                 seen_ctr[h.container_address] = i
+            self._gpu_ownership(i, h)
+            if h.has(Role.CPU_WORKER) and (h.has(Role.GPU_WORKER) or h.has(Role.SLURM_HEAD)):
+                raise _at(f"hosts[{i}].roles", f"{h.name}: cpu-worker cannot share a host with gpu-worker, slurm-head")
             if h.has(Role.GPU_WORKER) and h.hardware.gpus is None:
                 raise _at(
                     f"hosts[{i}].profile",
@@ -128,6 +132,24 @@ class ClusterConfig(_Model):
             if h.rack is not None and self.racks and h.rack not in self.racks:
                 raise _at(f"hosts[{i}].rack", f"unknown rack {h.rack!r}")
         return self
+
+    @staticmethod
+    def _gpu_ownership(i: int, h: HostConfig) -> None:
+        """Each GPU has one owner: Slurm or inference, never both."""
+        key = f"hosts[{i}].inferenceGpus"
+        both = h.has(Role.GPU_WORKER) and h.has(Role.INFERENCE)
+        if h.inference_gpus is not None and not both:
+            raise _at(key, f"{h.name}: only a host that is both gpu-worker and inference splits its GPUs")
+        if not both:
+            return
+        count = h.hardware.gpus.count if h.hardware.gpus else 0
+        listed = h.inference_gpus or []
+        if not listed:
+            raise _at(key, f"{h.name} is gpu-worker and inference: say which GPUs serve models (the rest go to Slurm)")
+        if len(set(listed)) != len(listed) or max(listed) >= count:
+            raise _at(key, f"{h.name} has GPUs 0-{count - 1}; {listed} lists one twice or one it does not have")
+        if len(listed) == count:
+            raise _at(key, f"every GPU of {h.name} serves models: drop its gpu-worker role (no GPU left for Slurm)")
 
     @model_validator(mode="after")
     def _roles(self) -> ClusterConfig:
@@ -191,11 +213,11 @@ class ClusterConfig(_Model):
 
     @model_validator(mode="after")
     def _partitions_hosts(self) -> ClusterConfig:
-        workers = {h.name for h in self.with_role(Role.GPU_WORKER)}
+        workers = {h.name for r in WORKER_ROLES for h in self.with_role(r)}
         for i, p in enumerate(self.slurm.partitions):
             for j, name in enumerate(p.hosts or []):
                 if name not in workers:
-                    raise _at(f"slurm.partitions[{i}].hosts[{j}]", f"{name!r} is not a gpu-worker host")
+                    raise _at(f"slurm.partitions[{i}].hosts[{j}]", f"{name!r} is not a gpu-worker or cpu-worker host")
         return self
 
     @model_validator(mode="after")
@@ -228,6 +250,15 @@ class ClusterConfig(_Model):
             if gpus is None:
                 i = index[placed[0].name]
                 raise _at(f"inference.models[{i}].host", f"model {placed[0].name}: host {name} has no GPUs")
+            _, serving = self.host(name).gpu_owners()
+            for m in placed:
+                slurms = [g for g in m.load().gpus if g not in serving and g < gpus.count]
+                if slurms:
+                    raise _at(
+                        f"inference.models[{index[m.name]}].gpuIndex",
+                        f"model {m.name} would use GPU {slurms[0]} of {name}, which Slurm owns "
+                        f"(hpc:hosts[{name}].inferenceGpus lists {list(serving)})",
+                    )
             problems = capacity.check_host([m.load() for m in placed], gpus.count, gpus.memory_mib * 1024 * 1024)
             if problems:
                 p = problems[0]

@@ -45,6 +45,7 @@ class Role(StrEnum):
     K3S_SERVER = "k3s-server"
     K3S_AGENT = "k3s-agent"
     LOGIN = "login"
+    CPU_WORKER = "cpu-worker"
 
 
 class Environment(StrEnum):
@@ -70,4 +71,6 @@ Name = Annotated[str, Field(pattern=HOSTNAME_PATTERN)]
 
 
 # Roles whose host runs a Slurm container on the macvlan network (it needs a containerAddress).
-CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.LOGIN)
+CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.CPU_WORKER, Role.LOGIN)
+# Roles that make a host a Slurm compute node.
+WORKER_ROLES = (Role.GPU_WORKER, Role.CPU_WORKER)

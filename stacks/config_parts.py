@@ -48,6 +48,21 @@ class HostConfig(_Model):
         description="Static macvlan address of the host's Slurm container (inside containerRange).",
     )
     rack: str | None = Field(default=None, description="Rack the host sits in (power budgets).")
+    inference_gpus: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None,
+        description="On a host that is both gpu-worker and inference: the GPUs (indexes) that serve models; "
+        "Slurm gets the others. Each GPU has one owner.",
+    )
+
+    def gpu_owners(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(Slurm's GPUs, inference's GPUs) on this host."""
+        count = self.hardware.gpus.count if self.hardware.gpus else 0
+        if not self.has(Role.INFERENCE):
+            return tuple(range(count)), ()
+        if not self.has(Role.GPU_WORKER):
+            return (), tuple(range(count))
+        serving = tuple(sorted(self.inference_gpus or []))
+        return tuple(i for i in range(count) if i not in serving), serving
 
     @field_validator("profile")
     @classmethod
@@ -151,7 +166,8 @@ class Partition(_Model):
     """A Slurm partition."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$", description="Partition name.")
-    hosts: list[Name] | None = Field(default=None, description="GPU workers in it; default: all of them.")
+    hosts: list[Name] | None = Field(default=None, description="Workers in it; default: every worker of its kind.")
+    kind: Literal["gpu", "cpu"] = Field(default="gpu", description="Which workers it takes by default.")
     default: bool = Field(default=False, description="The default partition (exactly one).")
     max_time: str = Field(
         default="INFINITE",
@@ -161,7 +177,13 @@ class Partition(_Model):
 
 
 def _default_partitions() -> list[Partition]:
-    return [Partition(name="gpu", default=True), Partition(name="debug", max_time="1:00:00")]
+    # "cpu" holds the CPU-only workers (a Raspberry Pi, the CPU-only profile); it is left out of
+    # slurm.conf while there are none.
+    return [
+        Partition(name="gpu", default=True),
+        Partition(name="debug", max_time="1:00:00"),
+        Partition(name="cpu", kind="cpu"),
+    ]
 
 
 class SlurmConfig(_Model):

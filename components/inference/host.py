@@ -46,7 +46,7 @@ class InferenceHost(pulumi.ComponentResource):
     """vLLM servers on one host.
 
     Children per model: ``<host>-<model>`` Deployment (pinned to the node, nvidia RuntimeClass,
-    nvidia.com/gpu = tensor_parallel_size time-sliced GPUs, requests and limits, readiness on
+    pinned to its GPUs (NVIDIA_VISIBLE_DEVICES), requests and limits, readiness on
     /v1/models with the API key; non-root, no privilege escalation, no capabilities, read-only
     root filesystem with /tmp as scratch; its own directory of the model cache on the RWX PVC)
     and ``<host>-<model>-service``."""
@@ -66,6 +66,10 @@ class InferenceHost(pulumi.ComponentResource):
                 k8s.core.v1.EnvVarArgs(name="HOME", value=f"{SCRATCH_MOUNT}/home"),
                 k8s.core.v1.EnvVarArgs(name="XDG_CACHE_HOME", value=f"{SCRATCH_MOUNT}/cache"),
                 k8s.core.v1.EnvVarArgs(name="XDG_CONFIG_HOME", value=f"{SCRATCH_MOUNT}/config"),
+                # the GPUs the capacity model placed this model on, and only those (the NVIDIA
+                # container runtime exposes exactly these devices: placement is real, not advisory)
+                k8s.core.v1.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value=",".join(map(str, m.gpus))),
+                k8s.core.v1.EnvVarArgs(name="NVIDIA_DRIVER_CAPABILITIES", value="compute,utility"),
                 k8s.core.v1.EnvVarArgs(
                     name="VLLM_API_KEY",
                     value_from=k8s.core.v1.EnvVarSourceArgs(
@@ -113,11 +117,7 @@ class InferenceHost(pulumi.ComponentResource):
                                     env=env,
                                     resources=k8s.core.v1.ResourceRequirementsArgs(
                                         requests={"cpu": CPU_REQUEST, "memory": memory},
-                                        limits={
-                                            "cpu": CPU_LIMIT,
-                                            "memory": memory,
-                                            "nvidia.com/gpu": str(m.tensor_parallel_size),
-                                        },
+                                        limits={"cpu": CPU_LIMIT, "memory": memory},
                                     ),
                                     readiness_probe=k8s.core.v1.ProbeArgs(
                                         exec_=k8s.core.v1.ExecActionArgs(command=render.readiness_command(m.port)),

@@ -36,6 +36,11 @@ class ModelServer:
     gpu_index: int = 0
 
     @property
+    def gpus(self) -> range:
+        """The GPUs it runs on: gpu_index .. gpu_index + tensor_parallel_size - 1."""
+        return range(self.gpu_index, self.gpu_index + self.tensor_parallel_size)
+
+    @property
     def service_url(self) -> str:
         return f"http://{self.name}:{self.port}/v1/"
 

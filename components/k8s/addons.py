@@ -1,10 +1,14 @@
-"""ClusterAddons: NFS CSI driver + StorageClass + model cache, NVIDIA device plugin + RuntimeClass."""
+"""ClusterAddons: NFS CSI driver + StorageClass + model cache, and the ``nvidia`` RuntimeClass.
+
+There is no NVIDIA device plugin: it would pick a model's physical GPU itself (and, on a host that
+also runs Slurm, offer Slurm's GPUs too). Each model server is pinned instead to the GPUs the
+capacity model placed it on (``NVIDIA_VISIBLE_DEVICES``, components/inference/host.py), which
+are GPUs the stack gave to inference; config validation refuses overlaps and overfilled GPUs."""
 
 from __future__ import annotations
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 from pydantic import Field
 
 from components.base import Args
@@ -13,9 +17,6 @@ from components.storage.contract import NetworkStorage
 NFS_CSI_CHART = "csi-driver-nfs"
 NFS_CSI_VERSION = "v4.9.0"  # the version the lab notes install
 NFS_CSI_REPO = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts"
-DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
-DEVICE_PLUGIN_VERSION = "0.17.0"
-DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 STORAGE_CLASS = "nfs-csi"
 RUNTIME_CLASS = "nvidia"
 MODEL_CACHE_SIZE = "200Gi"
@@ -27,18 +28,6 @@ class ClusterAddonsArgs(Args):
     network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
     namespace: str = Field(description="Namespace for the inference workloads.")
     retain_volumes: bool = Field(description="reclaimPolicy Retain (prod) instead of Delete.")
-    time_slices: int = Field(ge=1, description="Time-slicing replicas per GPU.")
-
-
-def time_slicing_config(replicas: int) -> str:
-    """Device plugin config: each GPU is advertised as ``replicas`` nvidia.com/gpu."""
-    return yaml.safe_dump(
-        {
-            "version": "v1",
-            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}},
-        },
-        sort_keys=False,
-    )
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -46,7 +35,7 @@ class ClusterAddons(pulumi.ComponentResource):
 
     Children: the NFS CSI Helm release, the ``nfs-csi`` StorageClass (server and share from the
     storage tier's contract), the inference namespace and its RWX ``model-cache`` PVC, the
-    ``nvidia`` RuntimeClass and the NVIDIA device plugin Helm release with time-slicing."""
+    ``nvidia`` RuntimeClass."""
 
     namespace: k8s.core.v1.Namespace
     model_cache: k8s.core.v1.PersistentVolumeClaim
@@ -87,22 +76,10 @@ class ClusterAddons(pulumi.ComponentResource):
             ),
             opts=opt,
         )
-        runtime_class = k8s.node.v1.RuntimeClass(
+        k8s.node.v1.RuntimeClass(
             f"{name}-runtime-nvidia",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=RUNTIME_CLASS),
             handler="nvidia",
             opts=opt,
-        )
-        self.device_plugin = k8s.helm.v3.Release(
-            f"{name}-device-plugin",
-            chart=DEVICE_PLUGIN_CHART,
-            version=DEVICE_PLUGIN_VERSION,
-            namespace="kube-system",
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=DEVICE_PLUGIN_REPO),
-            values={
-                "runtimeClassName": RUNTIME_CLASS,
-                "config": {"map": {"default": time_slicing_config(args.time_slices)}, "default": "default"},
-            },
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[runtime_class]),
         )
         self.register_outputs({"storageClass": storage_class.metadata.name})

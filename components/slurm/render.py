@@ -34,8 +34,12 @@ class NodeSpec:
     cores_per_socket: int
     threads_per_core: int
     real_memory_mib: int
-    gres_type: str
-    gpus: int
+    gres_type: str | None  # None: a CPU-only node (no GRES)
+    gpu_indexes: tuple[int, ...]  # the GPUs Slurm owns on this node (/dev/nvidia<i>)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_indexes) if self.gres_type else 0
 
     @property
     def cpus(self) -> int:
@@ -47,7 +51,8 @@ class NodeSpec:
             f"NodeName={self.name} NodeAddr={self.address} CPUs={self.cpus} Boards=1 "
             f"SocketsPerBoard={self.sockets} CoresPerSocket={self.cores_per_socket} "
             f"ThreadsPerCore={self.threads_per_core} RealMemory={self.real_memory_mib} "
-            f"Gres=gpu:{self.gres_type}:{self.gpus} State=UNKNOWN"
+            + (f"Gres=gpu:{self.gres_type}:{self.gpus} " if self.gpus else "")
+            + "State=UNKNOWN"
         )
 
 
@@ -73,7 +78,7 @@ class ClusterSpec:
 
     @property
     def gres_types(self) -> tuple[str, ...]:
-        return tuple(sorted({n.gres_type for n in self.nodes}))
+        return tuple(sorted({n.gres_type for n in self.nodes if n.gres_type}))
 
     @property
     def def_mem_per_cpu(self) -> int:
@@ -142,6 +147,19 @@ AccountingStorageTRES={tres}
 """
 
 
+def device_range(indexes: tuple[int, ...]) -> str:
+    """/dev/nvidia0, or Slurm's range form: /dev/nvidia[0-3], /dev/nvidia[0,2-3]."""
+    if len(indexes) == 1:
+        return f"/dev/nvidia{indexes[0]}"
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return "/dev/nvidia[" + ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) + "]"
+
+
 def gres_conf(nodes: tuple[NodeSpec, ...]) -> str:
     """gres.conf for every node (served to the workers in configless mode)."""
     lines = [
@@ -150,8 +168,8 @@ def gres_conf(nodes: tuple[NodeSpec, ...]) -> str:
         "AutoDetect=off",
     ]
     for n in nodes:
-        files = f"/dev/nvidia[0-{n.gpus - 1}]" if n.gpus > 1 else "/dev/nvidia0"
-        lines.append(f"NodeName={n.name} Name=gpu Type={n.gres_type} File={files}")
+        if n.gpus:
+            lines.append(f"NodeName={n.name} Name=gpu Type={n.gres_type} File={device_range(n.gpu_indexes)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""GpuWorker: a GPU server running slurmd (configless) in a container, prepared and preflighted."""
+"""GpuWorker and CpuWorker: a server running slurmd (configless) in a container, prepared and
+preflighted. A GPU worker's container gets only the GPUs Slurm owns on it; a CPU worker none."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class GpuWorkerArgs(Args):
     network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
     host_mount: pulumi.Resource = Field(description="The step that mounts the shared volume on this host.")
     hardware: HardwareProfile = Field(description="The host's profile with its overrides.")
+    gpu_indexes: tuple[int, ...] = Field(
+        default=(), description="The GPUs Slurm owns on this host (others serve models); empty: a CPU node."
+    )
     container_address: str = Field(description="The worker container's macvlan address.")
     head_name: str = Field(description="The Slurm head's host name.")
     head_address: str = Field(description="The head container's address (configless server).")
@@ -48,6 +52,7 @@ class GpuWorkerArgs(Args):
 
 
 class GpuWorker(pulumi.ComponentResource):
+    TYPE = "hpc:compute:GpuWorker"
     """One slurmd node.
 
     Children: ``<name>-sysctl`` (kernel limits from RAM), ``<name>-gpu-preflight`` (driver branch
@@ -60,15 +65,17 @@ class GpuWorker(pulumi.ComponentResource):
     """The slurmd container."""
 
     def __init__(self, name: str, args: GpuWorkerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("hpc:compute:GpuWorker", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         host = args.ssh.name
         hw = args.hardware
-        assert hw.gpus is not None  # the config refuses a gpu-worker without GPUs
         sysctl = remote.run(
             f"{name}-sysctl", args.ssh, steps.sysctl(host, steps.KernelTuning.for_profile(hw)), opts=child
         )
-        preflight = remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count), opts=child)
+        checks: list[pulumi.Resource] = []
+        if args.gpu_indexes and hw.gpus is not None:  # every GPU of the box, whoever owns it
+            checks.append(remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count),
+                                     opts=child))  # fmt: skip
         munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, args.munge_key, self)
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         if args.image is not None:  # built once on the head, pushed; pulled here by digest
@@ -77,7 +84,8 @@ class GpuWorker(pulumi.ComponentResource):
             image_name = slurm_image(f"{name}-image", "worker", args.docker, self).image_name
         devices = [
             docker.ContainerDeviceArgs(host_path=d, container_path=d, permissions="rwm")
-            for d in (*hw.gpus.device_files, *EXTRA_NVIDIA_DEVICES)
+            for d in (*(f"/dev/nvidia{i}" for i in args.gpu_indexes), *EXTRA_NVIDIA_DEVICES)
+            if args.gpu_indexes
         ]
         shared = args.network_storage.apply(
             lambda ns: [
@@ -127,7 +135,7 @@ class GpuWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.host_mount, sysctl, preflight, munge, drain],
+                depends_on=[args.host_mount, sysctl, *checks, munge, drain],
             ),
         )
         remote.run_with_triggers(
@@ -138,3 +146,10 @@ class GpuWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
         )
         self.register_outputs({"container": self.container.id})
+
+
+class CpuWorker(GpuWorker):
+    """A CPU-only slurmd node (a Raspberry Pi, the CPU-only profile): no GPU preflight, no GPU
+    devices, no GRES; the workers' image and everything else as a GPU worker."""
+
+    TYPE = "hpc:compute:CpuWorker"

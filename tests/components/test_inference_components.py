@@ -72,13 +72,16 @@ def test_changing_one_models_flags_changes_only_its_deployment(dev):
     assert changed == ["gpu1-inference-phi3-mini-128k"]
 
 
-def test_time_slicing_advertises_enough_replicas_per_gpu(dev):
-    values = plan.plain(dev.by_name("addons-device-plugin").inputs["values"])
-    config = yaml.safe_load(values["config"]["map"]["default"])
-    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 3}]
-    limits = [
-        plan.plain(d.inputs["spec"])["template"]["spec"]["containers"][0]["resources"]["limits"]
-        for d in dev.of_type("kubernetes:apps/v1:Deployment")
-        if d.name.startswith("gpu1-inference-")
-    ]
-    assert all(lim["nvidia.com/gpu"] == "1" for lim in limits)
+def test_each_model_runs_on_the_gpus_the_capacity_model_gave_it(dev):
+    """No device plugin picks a GPU: every model server is pinned to its own GPUs."""
+    assert not dev.of_type("kubernetes:helm.sh/v3:Release") or all(
+        "device-plugin" not in r.name for r in dev.of_type("kubernetes:helm.sh/v3:Release")
+    )
+    pinned = {}
+    for d in dev.of_type("kubernetes:apps/v1:Deployment"):
+        if d.name.startswith("gpu1-inference-"):
+            [c] = plan.plain(d.inputs["spec"])["template"]["spec"]["containers"]
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            assert "nvidia.com/gpu" not in c["resources"]["limits"]
+            pinned[d.name.removeprefix("gpu1-inference-")] = env["NVIDIA_VISIBLE_DEVICES"]
+    assert pinned == {"llama3-8b": "0", "gemma-7b": "0", "decilm-7b": "1", "phi3-mini-128k": "1", "stablelm-1-6b": "1"}

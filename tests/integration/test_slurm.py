@@ -49,7 +49,7 @@ pytestmark = pytest.mark.integration
 
 NET = "10.79.0"
 TOOLS = ("dockerd", "debootstrap", "/usr/sbin/sshd", "nsenter")
-HOSTS = ["head", "w1", "w2", "w3", "login"]
+HOSTS = ["head", "w1", "w2", "w3", "login", "c1"]
 SSH_ADDR = {h: f"{NET}.{11 + i}" for i, h in enumerate(HOSTS)}  # the lab's own host addresses
 CTR_ADDR = {h: f"{NET}.{41 + i}" for i, h in enumerate(HOSTS)}  # macvlan, inside containerRange
 USERS = {"alice": 20001, "bob": 20002}  # researchers: hpc:users, keys from hostkeys (user-<name>)
@@ -105,6 +105,15 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
         }
         for i in range(1, workers + 1)
     ] + [
+        {  # a CPU-only compute node (the CPU-only profile; the notes' Pis in the dev stack)
+            "name": "c1",
+            "address": SSH_ADDR["c1"],
+            "sshUser": "root",
+            "hostKey": hostkeys.public("c1"),
+            "profile": "epyc-7502p-256g",
+            "roles": ["cpu-worker"],
+            "containerAddress": CTR_ADDR["c1"],
+        },
         {
             "name": "login",
             "address": SSH_ADDR["login"],
@@ -129,7 +138,7 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
             "clusterName": "itest",
             "statePath": "/srv/hpc/state",
             "dbPath": "/srv/hpc/mariadb",
-            "partitions": [{"name": "gpu", "default": True}],
+            "partitions": [{"name": "gpu", "default": True}, {"name": "cpu", "kind": "cpu"}],
         }
         | slurm,
         "hpc:k3s": {"version": "v1.31.4+k3s1"},
@@ -159,8 +168,8 @@ class Planned:
 
     def __init__(self, workers: int, **slurm: Any):
         self.result = plan.run("dev", stack(workers, **slurm))
-        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:host:HostPreflight", "hpc:slurm:LoginNode",
-                   "hpc:people:People")  # fmt: skip
+        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:compute:CpuWorker", "hpc:host:HostPreflight",
+                   "hpc:slurm:LoginNode", "hpc:people:People")  # fmt: skip
         self.steps = {s.name: s for s in steps(self.result, parents)}
         self.containers = {
             plain(r.inputs["hostname"]): r for r in self.result.of_type("docker:index/container:Container")
@@ -291,7 +300,7 @@ def cluster(planned, builder):
         lab.up()
         resolver = docker_lab.nxdomain_resolver(f"{lab.prefix}-cl")
         c.prepare()
-        for host in ("head", "w1", "w2", "login"):  # Docker on container hosts, the NVIDIA toolkit on GPU hosts
+        for host in ("head", "w1", "w2", "c1", "login"):  # Docker on container hosts, NVIDIA toolkit on GPU hosts
             out = run_step(lab, planned.steps[f"{host}-preflight-check"]).stdout
             assert f"hpc: {host} is ready: Debian GNU/Linux 12 (bookworm), user root docker " in out, out
             run_step(lab, planned.steps[f"{host}-accounts"])  # the same users and ids on every host
@@ -299,12 +308,13 @@ def cluster(planned, builder):
         assert all(o.rstrip().endswith("hpc: result=changed") for o in first.values()), first
         for w in ("w1", "w2"):
             run_step(lab, planned.steps[f"{w}-gpu-preflight"])
+        for w in ("w1", "w2", "c1"):
             run_step(lab, planned.steps[f"{w}-munge-key-file"])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
-        for w in ("w1", "w2"):
+        for w in ("w1", "w2", "c1"):
             c.deploy(planned, w)
-        labmod.wait_until(lambda: c.idle() == {"w1", "w2"}, "w1 and w2 idle", 120)
+        labmod.wait_until(lambda: c.idle() == {"w1", "w2", "c1"}, "w1, w2 and c1 idle", 120)
         for name in ("head-homes", "head-slurm-accounting", "login-munge-key-file"):
             run_step(lab, planned.steps[name])
         c.deploy(planned, "login")
@@ -350,7 +360,7 @@ def test_second_run_of_the_head_steps_changes_nothing(cluster, planned):
 
 
 def test_containers_bring_every_node_to_idle_configless(cluster):
-    assert cluster.idle() == {"w1", "w2"}
+    assert cluster.idle() == {"w1", "w2", "c1"}
     node = cluster.in_head("scontrol show node w1")[1]
     assert "CPUTot=32" in node and "RealMemory=253255" in node and "Gres=gpu:a100:2" in node
     assert f"NodeAddr={CTR_ADDR['w1']}" in node
@@ -364,6 +374,14 @@ def test_srun_runs_on_both_nodes(cluster):
     rc, out = cluster.in_head("srun -N2 hostname")
     assert rc == 0, out
     assert sorted(out.split()) == ["w1", "w2"]
+
+
+def test_a_cpu_only_node_runs_jobs_in_its_own_partition(cluster):
+    rc, out = cluster.in_head("srun -p cpu -N1 bash -c 'hostname; ls /dev | grep -c ^nvidia || true'")
+    assert rc == 0 and out.split() == ["c1", "0"], out  # no GPU device in a CPU node's container
+    node = cluster.in_head("scontrol show node c1")[1]
+    assert "Gres=(null)" in node and "Partitions=cpu" in node
+    assert cluster.in_head("sinfo -h -p gpu -o %N")[1].strip() == "w[1-2]"  # GPU jobs never land on it
 
 
 def test_gpu_gres_is_allocated_and_confined(cluster):
@@ -526,7 +544,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     run_step(cluster.lab, bigger.steps["w3-munge-key-file"])
     run_step(cluster.lab, bigger.steps["w3-accounts"])
     cluster.deploy(bigger, "w3")
-    labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3"}, "w3 to join", 120)
+    labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "w3 to join", 120)
     assert {w: cluster.slurmd_pid(w) for w in ("w1", "w2")} == pids  # the other workers were not restarted
     for w in ("w1", "w2"):  # the running workers fetched the new node list (configless)
         assert "NodeName=w3" in cluster.in_worker(w, "cat /var/spool/slurmd/conf-cache/slurm.conf")[1]
@@ -583,7 +601,7 @@ def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(clu
     assert "DRAIN" not in cluster.in_head("sinfo -h -N -n w3 -o %T")[1].upper()
     labmod.wait_until(lambda: {"w1", "w2"} <= cluster.idle(), "w1 and w2 back", 120)
     cluster.in_head(f"scancel {job}")
-    labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3"}, "all idle", 120)
+    labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "all idle", 120)
 
 
 def test_docker_reports_every_container_healthy(cluster):

@@ -164,12 +164,12 @@ def test_no_default_credentials():
     assert not check(rules.no_default_credentials, CMD, step("echo hello"))
 
 
-def test_gpu_workloads_set_limits_and_resources():
-    assert (
-        "nvidia.com/gpu limit"
-        in check(rules.gpu_workloads_set_limits, DEP, deployment(limits={"cpu": "1", "memory": "1Gi"}))[0]
-    )
-    assert not check(rules.gpu_workloads_set_limits, DEP, deployment())
+def test_gpu_workloads_pinned_and_resources():
+    loose = check(rules.gpu_workloads_pinned, DEP, deployment(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+    assert "must pin container c to its GPUs with NVIDIA_VISIBLE_DEVICES (indexes, not 'all')" in loose[0]
+    assert "not 'unset'" in check(rules.gpu_workloads_pinned, DEP, deployment())[0]
+    pinned = deployment(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0,1"}])
+    assert not check(rules.gpu_workloads_pinned, DEP, pinned)
     assert "requests.cpu" in check(rules.workloads_set_resources, DEP, deployment(requests={}))[0]
     assert not check(rules.workloads_set_resources, DEP, deployment())
 
@@ -310,7 +310,7 @@ def test_the_pack_entry_point_assembles_the_same_policies():
         "secrets-stay-secret",
         "no-default-credentials",
         "gpu-memory-budget",
-        "gpu-workloads-set-limits",
+        "gpu-workloads-pinned",
         "workloads-set-resources",
         "slurm-constrain-devices",
         "rack-power-budget",

@@ -86,4 +86,4 @@ def test_dev_plan_shows_the_five_models_fastchat_and_the_csi_driver():
         (plan.plain(r.inputs["chart"]), plan.plain(r.inputs["version"]))
         for r in dev.of_type("kubernetes:helm.sh/v3:Release")
     }
-    assert charts == {("csi-driver-nfs", "v4.9.0"), ("nvidia-device-plugin", "0.17.0")}
+    assert charts == {("csi-driver-nfs", "v4.9.0")}  # no device plugin: models are pinned to their GPUs

@@ -65,8 +65,8 @@ CASES = [
     ),
     (
         "missing container address",
-        hosts(lambda h: h[3].pop("containerAddress")),
-        "hpc:hosts[3].containerAddress",
+        hosts(lambda h: h[1].pop("containerAddress")),
+        "hpc:hosts[1].containerAddress",
         "required",
     ),
     ("unknown profile", hosts(set_([2, "profile"], "cray-xc40")), "hpc:hosts[2].profile", "unknown profile"),
@@ -78,13 +78,13 @@ CASES = [
     ),
     (
         "gpu worker without gpus",
-        hosts(both(set_([1, "roles"], ["storage", "gpu-worker"]), set_([1, "containerAddress"], "192.168.0.203"))),
+        hosts(set_([1, "roles"], ["storage", "gpu-worker"])),
         "hpc:hosts[1].profile",
         "has no GPUs",
     ),
     (
         "two slurm heads",
-        hosts(both(set_([1, "roles"], ["storage", "slurm-head"]), set_([1, "containerAddress"], "192.168.0.203"))),
+        hosts(set_([1, "roles"], ["storage", "slurm-head"])),
         "hpc:hosts",
         "exactly one slurm-head",
     ),
@@ -182,6 +182,48 @@ CASES = [
         changed("hpc:slurm", set_(["dbPath"], "/mnt/gv0/brick/db")),
         "hpc:slurm.dbPath",
         "inside (or equal to) hpc:storage.brickPath",
+    ),
+    (
+        "a GPU for both schedulers: no inferenceGpus",
+        hosts(both(set_([3, "roles"], ["gpu-worker", "inference", "k3s-agent"]),
+                   set_([3, "containerAddress"], "192.168.0.202"))),
+        "hpc:hosts[3].inferenceGpus",
+        "gpu1 is gpu-worker and inference: say which GPUs serve models",
+    ),
+    (
+        "a model on a GPU Slurm owns",
+        hosts(both(set_([3, "roles"], ["gpu-worker", "inference", "k3s-agent"]),
+                   set_([3, "containerAddress"], "192.168.0.202"), set_([3, "inferenceGpus"], [0]))),
+        "hpc:inference.models[2].gpuIndex",
+        "model decilm-7b would use GPU 1 of gpu1, which Slurm owns (hpc:hosts[gpu1].inferenceGpus lists [0])",
+    ),
+    (
+        "every GPU to inference on a gpu-worker",
+        hosts(both(set_([3, "roles"], ["gpu-worker", "inference", "k3s-agent"]),
+                   set_([3, "containerAddress"], "192.168.0.202"), set_([3, "inferenceGpus"], [0, 1]))),
+        "hpc:hosts[3].inferenceGpus",
+        "drop its gpu-worker role",
+    ),
+    (
+        "a user in an unknown group",
+        {"hpc:users": [{"name": "alice", "uid": 20001, "group": "ml"}], "hpc:groups": []},
+        "hpc:users[alice].group",
+        "group 'ml' is not in hpc:groups",
+    ),
+    (
+        "a uid taken by a service account",
+        {"hpc:users": [{"name": "alice", "uid": 10001, "group": "ml"}], "hpc:groups": [{"name": "ml", "gid": 20000}]},
+        "hpc:users[alice].uid",
+        "uid 10001 is taken",
+    ),
+    (
+        "a private key given as an SSH key",
+        {
+            "hpc:users": [{"name": "alice", "uid": 20001, "group": "ml", "sshKeys": ["-----BEGIN OPENSSH PRIVATE"]}],
+            "hpc:groups": [{"name": "ml", "gid": 20000}],
+        },
+        "hpc:users[0].sshKeys[0]",
+        "not an SSH public key",
     ),
 ]
 

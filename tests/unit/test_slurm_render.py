@@ -49,7 +49,9 @@ def test_prod_node_lines_come_from_ml_prod_v4():
 def test_dev_lab_runs_without_cgroup_enforcement():
     text = render.slurm_conf(spec_of("dev"))
     assert "ProctrackType=proctrack/linuxproc\n" in text
-    assert "NodeName=gpu1 NodeAddr=192.168.0.202 CPUs=32 " in text and "Gres=gpu:a100:2" in text
+    # the notes' Pis run jobs as CPU-only nodes; the A100 box serves models only (one owner per GPU)
+    assert "NodeName=rpi2 NodeAddr=192.168.0.203 CPUs=4 " in text and "Gres=" not in text.split("NodeName=rpi2")[1]
+    assert "NodeName=gpu1" not in text and "PartitionName=cpu Nodes=rpi2,rpi3 Default=YES" in text
     assert render.cgroup_conf(False).count("=no") == 4
 
 
@@ -67,3 +69,10 @@ def test_slurmdbd_conf_never_holds_the_password():
 
 def test_def_mem_per_cpu_is_the_smallest_nodes_share():
     assert spec_of("prod").def_mem_per_cpu == 2033213 // 256
+
+
+def test_slurm_gets_only_the_gpus_it_owns():
+    node = render.NodeSpec("g", "10.0.0.9", 2, 8, 2, 1000, "a100", (0, 2, 3))
+    assert "Gres=gpu:a100:3 " in node.line
+    assert render.gres_conf((node,)).splitlines()[-1] == "NodeName=g Name=gpu Type=a100 File=/dev/nvidia[0,2-3]"
+    assert render.device_range((5,)) == "/dev/nvidia5" and render.device_range((0, 1, 2, 3)) == "/dev/nvidia[0-3]"
