@@ -15,3 +15,5 @@ if built.inference_check is not None:
     pulumi.export("inferenceCheck", built.inference_check)
 if built.logins:
     pulumi.export("loginNodes", {name: f"ssh <user>@{node.address}" for name, node in built.logins.items()})
+if built.urls:
+    pulumi.export("urls", built.urls)

@@ -16,6 +16,7 @@ import pulumi_docker as docker
 from components import accounts, hostkeys
 from components.accounts import SharedDir
 from components.inference.capacity import GIB
+from components.inference.exposure import Exposure, ExposureArgs
 from components.inference.fastchat import CONTROLLER_PORT, FastChat, FastChatArgs
 from components.inference.host import InferenceHost, InferenceHostArgs
 from components.inference.network import NetworkPolicies, NetworkPoliciesArgs
@@ -65,6 +66,7 @@ class Cluster:
     k3s: K3sCluster | None = None
     inference_check: pulumi.Output[str] | None = None
     access: Access | None = None
+    urls: dict[str, str] = field(default_factory=dict)
 
 
 DOCKER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.CPU_WORKER, Role.LOGIN, Role.K3S_SERVER)
@@ -396,6 +398,21 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             opts=pulumi.ResourceOptions(depends_on=[*fastchat.secrets, addons.model_cache]),
         )
         deployments.extend(ih.deployments.values())
+    exposure = Exposure(
+        "public",
+        ExposureArgs(
+            provider=provider,
+            namespace=addons.namespace.metadata.name,
+            public_host=cfg.inference.public_host or str(server.address),
+            models=list(servers_by_name.values()),
+            webui_service="fastchat-webui",
+            webui_port=cfg.inference.webui_port,
+            tls_certificate=access.secrets.tls_certificate,
+            tls_key=access.secrets.tls_key,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[addons]),
+    )
+    cluster.urls = exposure.urls
     NetworkPolicies(
         "inference-network",
         NetworkPoliciesArgs(

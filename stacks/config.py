@@ -316,7 +316,9 @@ class ClusterConfig(_Model):
 
 
 # ---- secrets ------------------------------------------------------------------------------------
-SECRET_KEYS = ("sshPrivateKey", "hfToken")
+SECRET_KEYS = ("sshPrivateKey", "hfToken", "tlsCertificate", "tlsKey")
+# The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
+PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken")
 REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
 
 
@@ -326,6 +328,8 @@ class ClusterSecrets:
 
     ssh_private_key: pulumi.Output[str]
     hf_token: pulumi.Output[str] | None
+    tls_certificate: pulumi.Output[str] | None = None
+    tls_key: pulumi.Output[str] | None = None
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -403,7 +407,13 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         required = key in REQUIRED_SECRET_KEYS or (key == "hfToken" and bool(cluster.inference.models))
         check_secret_value(key, cfg.get(key), required)
     hf = cfg.get_secret("hfToken") if cfg.get("hfToken") else None
-    return cluster, ClusterSecrets(ssh_private_key=cfg.require_secret("sshPrivateKey"), hf_token=hf)
+    if bool(cfg.get("tlsCertificate")) != bool(cfg.get("tlsKey")):
+        raise ConfigError(f"{NAMESPACE}:tlsKey", "set both hpc:tlsCertificate and hpc:tlsKey, or neither")
+    cert = cfg.get_secret("tlsCertificate") if cfg.get("tlsCertificate") else None
+    tls_key = cfg.get_secret("tlsKey") if cfg.get("tlsKey") else None
+    return cluster, ClusterSecrets(
+        ssh_private_key=cfg.require_secret("sshPrivateKey"), hf_token=hf, tls_certificate=cert, tls_key=tls_key
+    )
 
 
 def config_keys() -> list[str]:

@@ -287,6 +287,12 @@ class InferenceConfig(_Model):
 
     models: list[ModelConfig] = Field(default_factory=list, description="Served models.")
     webui_port: Port = Field(default=7860, description="FastChat Gradio web UI port.")
+    public_host: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$",
+        description="DNS name users reach the web UI and the APIs by (Ingress via k3s's Traefik); "
+        "default: the k3s server's address. TLS when hpc:tlsCertificate and hpc:tlsKey are set.",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> InferenceConfig:

@@ -42,7 +42,7 @@ from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
 from components import scripts
-from stacks.config import NAMESPACE, SECRET_KEYS, ConfigError
+from stacks.config import NAMESPACE, PLANNED_SECRET_KEYS, ConfigError
 from stacks.mocks import PlanMocks, plain, stand_in_secret
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,12 +186,12 @@ def load_stack_config(
 
     The committed stack files hold no secrets: an operator adds them with ``pulumi config set
     --secret`` after ``pulumi stack init``. Here each secret key the program reads
-    (``config.SECRET_KEYS``) that the file lacks, or holds as ciphertext this plan cannot decrypt,
+    (``config.PLANNED_SECRET_KEYS``) that the file lacks, or holds as ciphertext this plan cannot decrypt,
     gets a stand-in that stays marked secret; an override of ``None`` removes a key for good.
     """
     raw = yaml.safe_load((program_dir / f"Pulumi.{stack}.yaml").read_text()) or {}
     entries = dict(raw.get("config") or {})
-    for key in SECRET_KEYS:
+    for key in PLANNED_SECRET_KEYS:
         entries.setdefault(f"{NAMESPACE}:{key}", {"secure": "stand-in"})
     for key, value in (overrides or {}).items():
         if value is None:

@@ -32,7 +32,7 @@ from pulumi_policy import (
 )
 
 from policy.rules import POLICIES
-from stacks.config import ClusterConfig, parse
+from stacks.config import SECRET_KEYS, ClusterConfig, parse
 from stacks.mocks import plain
 from stacks.plan import PlanRun, Record
 
@@ -68,7 +68,7 @@ def stack_config(result: PlanRun) -> ClusterConfig:
     raw: dict[str, Any] = {}
     for key, text in result.config.items():
         ns, _, name = key.partition(":")
-        if ns != "hpc" or name in ("sshPrivateKey", "hfToken"):
+        if ns != "hpc" or name in SECRET_KEYS:
             continue
         try:
             raw[name] = json.loads(text)

@@ -2,8 +2,9 @@
 may talk to. k3s enforces them (its embedded network policy controller).
 
 * nothing reaches a pod of the namespace unless a policy below lets it (default deny);
-* model servers: reached only by FastChat (web UI and controller) and by the k3s server host,
-  where the post-deploy check runs; they reach only the cluster DNS and HTTPS outside the
+* model servers: reached only by FastChat (web UI and controller), k3s's Traefik (the public API
+  routes, where vLLM still asks for the key) and the k3s server host, where the post-deploy
+  check runs; they reach only the cluster DNS and HTTPS outside the
   cluster's subnet (Hugging Face downloads), never a host of the cluster;
 * the FastChat web UI is reached by anyone (it is the users' way in; it asks for no key, the
   model APIs do); the controller only by the web UI.
@@ -74,6 +75,15 @@ class NetworkPolicies(pulumi.ComponentResource):
                         from_=[
                             _app("fastchat-webui"),
                             _app("fastchat-controller"),
+                            # k3s's Traefik: the public API routes (components/inference/exposure.py)
+                            N.NetworkPolicyPeerArgs(
+                                namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels={"kubernetes.io/metadata.name": "kube-system"}
+                                ),
+                                pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels={"app.kubernetes.io/name": "traefik"}
+                                ),
+                            ),
                             N.NetworkPolicyPeerArgs(ip_block=N.IPBlockArgs(cidr=f"{args.server_address}/32")),
                         ],
                         ports=_tcp(args.model_ports),

@@ -85,3 +85,26 @@ def test_each_model_runs_on_the_gpus_the_capacity_model_gave_it(dev):
             assert "nvidia.com/gpu" not in c["resources"]["limits"]
             pinned[d.name.removeprefix("gpu1-inference-")] = env["NVIDIA_VISIBLE_DEVICES"]
     assert pinned == {"llama3-8b": "0", "gemma-7b": "0", "decilm-7b": "1", "phi3-mini-128k": "1", "stablelm-1-6b": "1"}
+
+
+def test_the_web_ui_and_every_models_api_are_reachable_from_outside(dev):
+    """Ingresses through k3s's Traefik: / is the web UI, /<model>/v1 each model's API (stripped to
+    vLLM's own /v1; vLLM still wants the key); HTTP without a site certificate, HTTPS with one."""
+    webui = plan.plain(dev.by_name("public-webui").inputs)
+    [rule] = webui["spec"]["rules"]
+    assert rule["http"]["paths"][0]["backend"]["service"] == {"name": "fastchat-webui", "port": {"number": 7860}}
+    assert "tls" not in webui["spec"]  # no certificate in the dev stack
+    api = plan.plain(dev.by_name("public-phi3-mini-128k").inputs)
+    assert api["spec"]["rules"][0]["http"]["paths"][0]["path"] == "/phi3-mini-128k"
+    assert api["metadata"]["annotations"] == {
+        "traefik.ingress.kubernetes.io/router.middlewares": "inference-strip-phi3-mini-128k@kubernetescrd"
+    }
+    strip = plan.plain(dev.by_name("public-strip-phi3-mini-128k").inputs)
+    assert strip["spec"] == {"stripPrefix": {"prefixes": ["/phi3-mini-128k"]}}
+    with_tls = plan.run("dev", {"hpc:tlsCertificate": {"secure": "x"}, "hpc:tlsKey": {"secure": "y"},
+                                "hpc:inference": DEV_INFERENCE | {"publicHost": "llm.lab.example"}})  # fmt: skip
+    webui = plan.plain(with_tls.by_name("public-webui").inputs)
+    assert webui["spec"]["tls"] == [{"hosts": ["llm.lab.example"], "secretName": "public-tls"}]
+    assert "stringData" in with_tls.by_name("public-tls").secret_inputs()  # the key stays a secret
+    assert plan.plain(with_tls.stack_outputs["urls"])["chat"] == "https://llm.lab.example/"
+    assert plan.plain(with_tls.stack_outputs["urls"])["llama3-8b"] == "https://llm.lab.example/llama3-8b/v1"

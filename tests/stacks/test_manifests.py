@@ -44,7 +44,12 @@ def test_every_manifest_is_valid_for_the_k3s_version(rendered):
         "Node",
     } <= kinds
     for f in files:
-        used = kubernetes_validate.validate(yaml.safe_load(Path(f).read_text()), minor, strict=True)
+        doc = yaml.safe_load(Path(f).read_text())
+        if doc["apiVersion"] == "traefik.io/v1alpha1":  # k3s's Traefik CRD: no core schema; its shape here
+            assert doc["kind"] == "Middleware" and list(doc["spec"]) == ["stripPrefix"], f
+            assert doc["spec"]["stripPrefix"]["prefixes"][0].startswith("/"), f
+            continue
+        used = kubernetes_validate.validate(doc, minor, strict=True)
         assert used.startswith(minor), (f, used)
 
 

@@ -44,7 +44,7 @@ def test_adding_a_gpu_worker(clone):
                 "sshUser": "pi",
                 "profile": "a100x2-80g",
                 "roles": ["gpu-worker"],
-                "containerAddress": "192.168.0.203",
+                "containerAddress": "192.168.0.205",
             }
         )
 
@@ -53,8 +53,8 @@ def test_adding_a_gpu_worker(clone):
     assert "| `gpu2-container` | `docker:index/container:Container` |" in md
     assert "| `rpi1-slurm-conf` | `command:remote:Command` | stdin |" in md
     updated = md.split("### Updated", 1)[1].split("###", 1)[0]
-    assert "gpu1" not in updated  # the sibling worker is untouched
-    assert "+NodeName=gpu2 NodeAddr=192.168.0.203 CPUs=32" in md
+    assert "rpi2-container" not in updated and "rpi3-" not in updated  # the sibling workers are untouched
+    assert "+NodeName=gpu2 NodeAddr=192.168.0.205 CPUs=32" in md
     assert "### Policies" in md
 
 
