@@ -393,6 +393,7 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 weight_gib={m.name: m.load().weight_bytes / GIB for m in placed},
                 model_cache_claim=addons.model_cache.metadata.name,
                 has_hf_token=access.secrets.hf_token is not None,
+                key_digest=fastchat.key_digest,
             ),
             # the Secrets, not the FastChat component: its check waits for these Deployments
             opts=pulumi.ResourceOptions(depends_on=[*fastchat.secrets, addons.model_cache]),

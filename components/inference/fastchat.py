@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pulumi
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
@@ -19,6 +21,7 @@ API_KEY_LENGTH = 40
 FASTCHAT_CONTEXT = IMAGES_DIR / "fastchat"
 CONTROLLER_PORT = 21001
 API_KEY_SECRET = "vllm-api-key"
+KEY_DIGEST_ANNOTATION = "hpc-cluster.io/api-key-digest"
 HF_TOKEN_SECRET = "hf-token"
 
 
@@ -60,6 +63,8 @@ class FastChat(pulumi.ComponentResource):
 
     api_key: pulumi.Output[str]
     """The vLLM API key (secret)."""
+    key_digest: pulumi.Output[str]
+    """A digest of the key for pod-template annotations (rotation rolls the pods)."""
     secrets: list[pulumi.Resource]
     """The Secrets model servers read (API key, Hugging Face token)."""
 
@@ -70,6 +75,11 @@ class FastChat(pulumi.ComponentResource):
             f"{name}-api-key", length=API_KEY_LENGTH, special=False, opts=pulumi.ResourceOptions(parent=self)
         )
         self.api_key = pulumi.Output.secret(key.result)
+        # A digest of the key (not the key) on the pod templates: a rotated key rolls the pods
+        # that read it from the Secret, which they do only at start.
+        self.key_digest: pulumi.Output[str] = pulumi.Output.unsecret(
+            key.result.apply(lambda k: hashlib.sha256(k.encode()).hexdigest()[:16])
+        )
         md = lambda n: k8s.meta.v1.ObjectMetaArgs(name=n, namespace=args.namespace)  # noqa: E731
         self.secrets: list[pulumi.Resource] = [
             k8s.core.v1.Secret(
@@ -142,7 +152,9 @@ class FastChat(pulumi.ComponentResource):
                     replicas=1,
                     selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
                     template=k8s.core.v1.PodTemplateSpecArgs(
-                        metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                        metadata=k8s.meta.v1.ObjectMetaArgs(
+                            labels=labels, annotations={KEY_DIGEST_ANNOTATION: self.key_digest} if env else None
+                        ),
                         spec=k8s.core.v1.PodSpecArgs(
                             node_selector={"kubernetes.io/hostname": args.server_name},
                             containers=[

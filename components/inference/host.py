@@ -10,7 +10,7 @@ from pydantic import Field
 
 from components.base import Args
 from components.inference import render
-from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET
+from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET, KEY_DIGEST_ANNOTATION
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
 SHM_SIZE = "16Gi"
@@ -40,6 +40,7 @@ class InferenceHostArgs(Args):
     weight_gib: dict[str, float] = Field(description="Model name -> weight size in GiB (capacity model).")
     model_cache_claim: pulumi.Output[str] = Field(description="RWX PVC holding the Hugging Face cache.")
     has_hf_token: bool = Field(description="Whether the hf-token Secret exists.")
+    key_digest: pulumi.Output[str] = Field(description="Digest of the API key: a rotation rolls the pods.")
 
 
 class InferenceHost(pulumi.ComponentResource):
@@ -103,7 +104,9 @@ class InferenceHost(pulumi.ComponentResource):
                     strategy=k8s.apps.v1.DeploymentStrategyArgs(type="Recreate"),  # GPUs are not doubled
                     selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"app": m.name}),
                     template=k8s.core.v1.PodTemplateSpecArgs(
-                        metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                        metadata=k8s.meta.v1.ObjectMetaArgs(
+                            labels=labels, annotations={KEY_DIGEST_ANNOTATION: args.key_digest}
+                        ),
                         spec=k8s.core.v1.PodSpecArgs(
                             node_selector={"kubernetes.io/hostname": args.node_name},
                             runtime_class_name="nvidia",

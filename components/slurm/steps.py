@@ -34,7 +34,8 @@ MIB = 1024 * 1024
 def munge_key(host: str, shared_mount: str) -> RemoteScript:
     """Write the munge key (base64 on stdin) to this host's own disk, ``MUNGE_DIR`` (0700, owner
     munge), never the shared volume: anything on the subnet could read it there. A key an older
-    release left on the shared volume is removed."""
+    release left on the shared volume is removed. A changed key (rotation) restarts the host's
+    running Slurm containers, since munged reads the key only at start."""
     key = f"{MUNGE_DIR}/munge.key"
     legacy = f"{shared_mount}/munge/munge.key"
     create = script(
@@ -45,6 +46,14 @@ hpc_dir {MUNGE_DIR} 0700 {MUNGE_UID}:{MUNGE_GID}
 hpc_put_file {key} 0400 {MUNGE_UID}:{MUNGE_GID} < <(base64 -d)
 [ "$(stat -c %s {key})" -ge {MIN_MUNGE_KEY_BYTES} ] \\
   || hpc_fail "the munge key on stdin is shorter than {MIN_MUNGE_KEY_BYTES} bytes"
+if hpc_file_changed; then  # a rotated key: munged reads it only at start
+  for c in {HEAD_CONTAINER} {WORKER_CONTAINER} slurm-login; do
+    if docker inspect -f '{{{{.State.Running}}}}' "$c" 2>/dev/null | grep -qx true; then
+      docker restart "$c" >/dev/null
+      hpc_changed "restarted $c with the new munge key"
+    fi
+  done
+fi
 if [ -e {sh_quote(legacy)} ]; then
   rm -f {sh_quote(legacy)}
   hpc_changed "removed the munge key from the shared volume ({legacy})"

@@ -26,6 +26,8 @@ appended to slurm.conf because the profiles describe 32-CPU / 256 GB nodes on a 
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import os
 import re
 import subprocess
@@ -246,6 +248,12 @@ mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
     def idle(self) -> set[str]:
         rc, out = self.in_head("sinfo -h -N -t idle -o %N")
         return set(out.split()) if rc == 0 else set()
+
+    def responding(self) -> set[str]:
+        """Nodes in service whose slurmd answers (no '*' suffix, not down or drained)."""
+        rc, out = self.in_head("sinfo -h -N -o '%N %t'")
+        lines = [line.split() for line in out.splitlines()] if rc == 0 else []
+        return {n for n, state in lines if state in ("idle", "mix", "alloc")}
 
     def slurmd_pid(self, host: str) -> str:
         return self.in_worker(host, "cat /run/slurmd.pid")[1].strip()
@@ -602,6 +610,36 @@ def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(clu
     labmod.wait_until(lambda: {"w1", "w2"} <= cluster.idle(), "w1 and w2 back", 120)
     cluster.in_head(f"scancel {job}")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "all idle", 120)
+
+
+def test_rotating_the_munge_key_restarts_the_containers_and_the_cluster_works(cluster):
+    """The day-2 recipe (README): a new key (pulumi up --replace on the RandomBytes) reaches every
+    Slurm host's munge step at once; each restarts its containers, and the cluster works again."""
+    bigger = Planned(workers=3)
+    new = base64.b64encode(os.urandom(1024)).decode()
+    hosts = ("head", "w1", "w2", "w3", "c1", "login")
+    outs: dict[str, str] = {}
+
+    def rotate(host: str) -> None:
+        step = dataclasses.replace(bigger.steps[f"{host}-munge-key-file"], stdin=new)
+        outs[host] = run_step(cluster.lab, step).stdout
+
+    threads = [threading.Thread(target=rotate, args=(h,)) for h in hosts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert "restarted slurm-head with the new munge key" in outs["head"]
+    assert all("restarted slurm-worker with the new munge key" in outs[w] for w in ("w1", "w2", "w3", "c1"))
+    assert "restarted slurm-login with the new munge key" in outs["login"]
+    nodes = {"w1", "w2", "w3", "c1"}
+    try:  # responding again: idle, or mixed where a job requeued by the restart runs
+        labmod.wait_until(lambda: cluster.responding() == nodes, "every node back with the new key", 180)
+    except TimeoutError:
+        raise AssertionError(cluster.in_head("sinfo -N -l; squeue")[1]) from None
+    rc, out = cluster.in_head("srun -N3 -p gpu hostname")
+    assert rc == 0 and sorted(out.split()) == ["w1", "w2", "w3"], out
+    labmod.wait_until(lambda: ssh_login(cluster, "alice", "sinfo -h -o %P").returncode == 0, "the login node", 120)
 
 
 def test_docker_reports_every_container_healthy(cluster):
