@@ -1,4 +1,5 @@
 # hpc-cluster. `make plan STACK=dev` shows what the program would build; `make test` proves it.
+# `make help` lists every target (the `## ` comments below).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,45 +9,49 @@ BASE ?= origin/main
 UP_FLAGS ?=
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: venv plan plan-all plan-diff test lint unit integration engine-test bench engine preview up clean
+.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test bench engine preview up clean
 
-venv: $(VENV)/.installed
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+venv: $(VENV)/.installed ## Create .venv with the pinned requirements (about a minute the first time)
 
 $(VENV)/.installed: requirements.txt
+	@echo "Creating $(VENV) from requirements.txt (pip, about a minute) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-plan: venv
-	$(PY) -m stacks.plan --stack $(STACK)
+plan: venv ## Offline plan of STACK (default dev): per machine, STATEFUL, files in build/STACK
+	$(PY) -m offline.plan --stack $(STACK)
 
-plan-all: venv
-	$(PY) -m stacks.plan --stack dev --quiet
-	$(PY) -m stacks.plan --stack prod --quiet
+plan-all: venv ## Offline plan of every stack
+	$(PY) -m offline.plan --stack dev --quiet
+	$(PY) -m offline.plan --stack prod --quiet
 
-plan-diff: venv
-	$(PY) -m stacks.plan_diff --base $(BASE) --stack $(STACK) --out build/plan-diff-$(STACK).md
+plan-diff: venv ## Plan diff of STACK against BASE (default origin/main): build/plan-diff-STACK.md
+	$(PY) -m offline.plan_diff --base $(BASE) --stack $(STACK) --out build/plan-diff-$(STACK).md
 
-lint: venv
+lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint ## Lint, then every test (real daemons: run as root, see .ci/run)
 	$(VENV)/bin/pytest
 
-unit: venv
+unit: venv ## Tests that need no daemon, engine or root
 	$(VENV)/bin/pytest -m "not integration and not engine"
 
-engine-test: venv engine
+engine-test: venv engine ## Tests against the Pulumi engine built from Go modules
 	$(VENV)/bin/pytest -m engine
 
-integration: venv
+integration: venv ## Tests against real daemons in network namespaces (root)
 	$(VENV)/bin/pytest -m integration
 
-bench: venv
+bench: venv ## Benchmarks: plan time per resource against a baseline, per size
 	$(PY) -m benchmarks.run
 
-engine:
+engine: ## Build the Pulumi CLI, language host and providers from Go modules (cached)
 	bash tools/engine/build.sh
 
 # preview/up use a pulumi already on PATH; else the one `make engine` built (.engine/bin, with
@@ -63,17 +68,17 @@ define need_pulumi
 	@mkdir -p $(patsubst file://%,%,$(PULUMI_BACKEND_URL))
 endef
 
-preview: venv
+preview: venv ## pulumi preview of STACK with the policy pack (needs a Pulumi CLI)
 	$(need_pulumi)
-	$(PY) -m stacks.plan --stack $(STACK) --quiet
+	$(PY) -m offline.plan --stack $(STACK) --quiet
 	env $(ENGINE_ENV) pulumi preview --stack $(STACK) --diff --policy-pack policy \
 	  --policy-pack-config build/$(STACK)/policy-config.json
 
-up: venv
+up: venv ## pulumi up of STACK with the policy pack (UP_FLAGS passed on)
 	$(need_pulumi)
-	$(PY) -m stacks.plan --stack $(STACK) --quiet
+	$(PY) -m offline.plan --stack $(STACK) --quiet
 	env $(ENGINE_ENV) pulumi up --stack $(STACK) --policy-pack policy \
 	  --policy-pack-config build/$(STACK)/policy-config.json $(UP_FLAGS)
 
-clean:
+clean: ## Remove build outputs and caches
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

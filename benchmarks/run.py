@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stacks.plan import ROOT, PlanRun, Record
+from offline.plan import ROOT, PlanRun, Record
 
 SIZES = (8, 64, 256, 1024)
 PARALLEL = 16
@@ -160,7 +160,8 @@ def baseline_program(count: int) -> Any:
 def measure(workers: int, baseline: bool) -> dict[str, Any]:
     """One measurement in this (fresh) process."""
     from benchmarks.stack import prod_shaped
-    from stacks import cluster, plan  # noqa: F401  (imports paid before the clock, in both runs)
+    from offline import plan
+    from stacks import cluster  # noqa: F401
 
     overrides = prod_shaped(workers)
     started = time.perf_counter()
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     for n in a.sizes:
+        print(f"{n:5d} workers: planning the stack and the baseline ...", file=sys.stderr, flush=True)
         project = run_isolated(n, baseline=False)
         base = run_isolated(n, baseline=True)
         row = project | {

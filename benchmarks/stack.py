@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from stacks.plan import ROOT
+from offline.plan import ROOT
 
 WORKER_PROFILE = "ml-prod-v4"
 

@@ -46,6 +46,20 @@ def script(
     return "\n".join([*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), "hpc_done", ""])
 
 
+# What the plan's files show in place of the shared library (written once, as shell/lib.sh).
+LIBRARY_LINE = "# hpc-lib: shell/lib.sh, the shared library, is inlined here (see files/shell/lib.sh)"
+
+
+def outline(script_text: str) -> str:
+    """A script for reviewers: the shared library replaced by one line (``inline`` undoes it)."""
+    return script_text.replace(shell_library().rstrip(), LIBRARY_LINE, 1)
+
+
+def inline(script_text: str) -> str:
+    """The script as it runs, from its ``outline``."""
+    return script_text.replace(LIBRARY_LINE, shell_library().rstrip(), 1)
+
+
 def no_undo(host: str, step: str) -> str:
     """The delete script of a step that leaves nothing behind to remove."""
     return script(host, f"{step}-delete", 'echo "hpc: nothing to undo"\n')

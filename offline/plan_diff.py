@@ -1,202 +1,102 @@
 """Plan diff for reviewers: what a change would do, as Markdown (the pull-request comment).
 
-``python -m stacks.plan_diff --base origin/main --stack dev`` (``make plan-diff``) plans the
+``python -m offline.plan_diff --base origin/main --stack dev`` (``make plan-diff``) plans the
 stack at ``--base`` (its own code, in a temporary git worktree) and in the working tree, and
-prints:
-
-* resources added, removed, updated and replaced, with the input keys that changed (replaced:
-  a change Pulumi carries out by replacement: ``triggers`` of remote commands, ``replaceOnChanges``
-  keys, Docker containers and images, a Kubernetes object's name or namespace);
-* a unified diff of every changed rendered file, per host (scripts, configs, manifests);
-* the policy results of the new plan;
-* a loud section for stateful resources (bricks, volume, Slurm state and accounting DB) that
-  would be removed, replaced or changed, with what they hold.
+writes ``build/plan-diff-<stack>.md`` (everything) and ``.json`` (the same, structured, for
+``offline.pr_comment``). The diff (``offline.diff_model``) leads with the stateful resources a
+change would touch and the counts, then one section per machine: its added, removed, updated and
+replaced resources (replaced: ``triggers`` of remote commands, ``replaceOnChanges`` keys, Docker
+containers and images, a Kubernetes object's new name) and its changed files, then the policy
+results. A stack that does not exist at the base is all added; a base that is not a commit, or a
+stack that exists nowhere, is refused in one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
+import dataclasses
 import json
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from components import scripts
-from stacks.plan import ROOT
+from offline.diff_model import COMMENT_MARKER, Snapshot, StackDiff, compare
+from offline.record import ROOT
+from offline.stack_file import stacks_in
 
-REPLACE_ALWAYS = ("docker:index/container:Container", "docker:index/image:Image", "docker:index/network:Network")
-COMMENT_MARKER = "<!-- hpc-cluster plan diff -->"
-
-
-@dataclass
-class Snapshot:
-    """One side of the diff: the plan document, its rendered files, its policy results."""
-
-    doc: dict[str, Any]
-    files: dict[str, str] = field(default_factory=dict)
-    policies: list[dict[str, str]] = field(default_factory=list)
-
-    @classmethod
-    def load(cls, out: Path) -> Snapshot:
-        doc = json.loads((out / "plan.json").read_text()) if (out / "plan.json").exists() else {"resources": []}
-        files = (
-            {
-                str(p.relative_to(out / "files")): p.read_text()
-                for p in sorted((out / "files").rglob("*"))
-                if p.is_file()
-            }
-            if (out / "files").exists()
-            else {}
-        )
-        results = out / "policy-results.json"
-        return cls(doc, files, json.loads(results.read_text()) if results.exists() else [])
-
-    @property
-    def resources(self) -> dict[str, dict[str, Any]]:
-        return {r["urn"]: r for r in self.doc.get("resources", [])}
-
-
-def stateful_of(r: dict[str, Any]) -> str | None:
-    """What a resource holds that would be lost, from its step header or its protection."""
-    create = r.get("inputs", {}).get("create")
-    if isinstance(create, str):
-        held = scripts.headers(scripts.unwrap(create)).get("stateful")
-        if held:
-            return held
-    return "protected state" if r.get("options", {}).get("protect") else None
-
-
-def changed_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
-
-def replaces(r: dict[str, Any], keys: list[str]) -> bool:
-    if r["type"] in REPLACE_ALWAYS:
-        return True
-    replace_on = {k.split("[")[0].split(".")[0] for k in r.get("options", {}).get("replaceOnChanges", [])}
-    return bool(replace_on & set(keys))
+__all__ = ["COMMENT_MARKER", "Snapshot", "diff", "main"]
 
 
 def diff(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> str:
-    b, h = base.resources, head.resources
-    added = sorted(h.keys() - b.keys())
-    removed = sorted(b.keys() - h.keys())
-    updated: list[tuple[str, list[str]]] = []
-    replaced: list[tuple[str, list[str]]] = []
-    for urn in sorted(b.keys() & h.keys()):
-        keys = changed_keys(b[urn].get("inputs", {}), h[urn].get("inputs", {}))
-        if not keys:
-            continue
-        meta_b = b[urn]["inputs"].get("metadata") or {}
-        meta_h = h[urn]["inputs"].get("metadata") or {}
-        renamed = (
-            isinstance(meta_b, dict)
-            and isinstance(meta_h, dict)
-            and any(meta_b.get(k) != meta_h.get(k) for k in ("name", "namespace"))
-        )
-        (replaced if replaces(h[urn], keys) or renamed else updated).append((urn, keys))
+    """The whole diff as Markdown."""
+    return compare(base, head, stack, base_ref).markdown()
 
-    lines = [COMMENT_MARKER, f"## Plan diff for `{stack}` against `{base_ref}`", ""]
-    stateful: list[str] = []
-    for urn in removed:
-        if held := stateful_of(b[urn]):
-            stateful.append(f"- **removed** `{b[urn]['name']}` holds **{held}**: its data would be lost")
-    for urn, keys in replaced:
-        if held := stateful_of(h[urn]):
-            stateful.append(f"- **replaced** `{h[urn]['name']}` holds **{held}** (changed: {', '.join(keys)})")
-    for urn, keys in updated:
-        if held := stateful_of(h[urn]):
-            stateful.append(
-                f"- **changed** `{h[urn]['name']}` holds **{held}** (changed: {', '.join(keys)}); "
-                "check the diff below: a changed layout is refused on the host, not forced"
-            )
-    if stateful:
-        lines += ["### :warning: STATEFUL RESOURCES AFFECTED", "", *stateful, ""]
 
-    total = len(added) + len(removed) + len(updated) + len(replaced)
-    lines += [
-        f"**{len(added)} to add, {len(updated)} to update, {len(replaced)} to replace, "
-        f"{len(removed)} to remove** ({total} changes, {len(h)} resources after).",
-        "",
-    ]
-
-    def table(title: str, rows: list[tuple[dict[str, Any], list[str]]]) -> None:
-        if rows:
-            lines.extend([f"### {title}", "", "| resource | type | changed inputs |", "|---|---|---|"])
-            lines.extend(f"| `{r['name']}` | `{r['type']}` | {', '.join(keys)} |" for r, keys in rows)
-            lines.append("")
-
-    table("Added", [(h[u], []) for u in added])
-    table("Removed", [(b[u], []) for u in removed])
-    table("Replaced", [(h[u], k) for u, k in replaced])
-    table("Updated", [(h[u], k) for u, k in updated])
-
-    changed_files = sorted(p for p in base.files.keys() | head.files.keys() if base.files.get(p) != head.files.get(p))
-    if changed_files:
-        lines += ["### Rendered files", ""]
-        for path in changed_files:
-            before = base.files.get(path, "").splitlines(keepends=True)
-            after = head.files.get(path, "").splitlines(keepends=True)
-            body = "".join(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
-            lines += [
-                f"<details><summary><code>{path}</code></summary>",
-                "",
-                "```diff",
-                body.rstrip(),
-                "```",
-                "",
-                "</details>",
-                "",
-            ]
-
-    lines += ["### Policies", ""]
-    if head.policies:
-        lines += [f"- **{p['level']}** `{p['policy']}`: {p['message']}" for p in head.policies]
-    else:
-        lines.append("All policies pass.")
-    return "\n".join(lines) + "\n"
+class DiffError(Exception):
+    """A misuse of the plan diff, said in one line."""
 
 
 def plan_into(out: Path, cwd: Path, stack: str) -> None:
     """Run the offline plan of ``cwd``'s code for ``stack`` into ``out`` (policy failures are reported,
-    not fatal here: the diff shows them)."""
-    if not (cwd / "stacks" / "plan.py").exists():
-        return  # the base predates the plan: everything is new
+    not fatal here: the diff shows them). Nothing is planned where the stack or the plan does not
+    exist yet (everything is then new)."""
+    module = next((m for m in ("offline.plan", "stacks.plan") if (cwd / f"{m.replace('.', '/')}.py").exists()), None)
+    if module is None or not (cwd / f"Pulumi.{stack}.yaml").exists():
+        return
     proc = subprocess.run(
-        [sys.executable, "-m", "stacks.plan", "--stack", stack, "--out", str(out), "--quiet"],
+        [sys.executable, "-m", module, "--stack", stack, "--out", str(out), "--quiet"],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=1800,
     )
     if proc.returncode not in (0, 1) or not (out / "plan.json").exists():
-        raise RuntimeError(f"planning {stack} in {cwd} failed:\n{proc.stdout}\n{proc.stderr}")
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        raise DiffError(f"planning {stack} at {cwd.name} failed: {last}")
+
+
+def _commit(ref: str) -> str:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise DiffError(f"--base {ref!r} is not a commit in this clone (git fetch origin, or name a branch or sha)")
+    return proc.stdout.strip()
+
+
+def stack_diff(base_ref: str, stack: str) -> StackDiff:
+    commit = _commit(base_ref)
+    if not (ROOT / f"Pulumi.{stack}.yaml").exists():
+        raise DiffError(f"--stack {stack!r}: no Pulumi.{stack}.yaml here; stacks: {', '.join(stacks_in(ROOT))}")
+    with tempfile.TemporaryDirectory(prefix="hpc-plan-diff-") as tmp:
+        t = Path(tmp)
+        subprocess.run(["git", "worktree", "add", "--detach", str(t / "base"), commit], cwd=ROOT, check=True,
+                       capture_output=True)  # fmt: skip
+        try:
+            plan_into(t / "base-plan", t / "base", stack)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(t / "base")], cwd=ROOT, capture_output=True)
+        plan_into(t / "head-plan", ROOT, stack)
+        return compare(Snapshot.load(t / "base-plan"), Snapshot.load(t / "head-plan"), stack, base_ref)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m stacks.plan_diff", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m offline.plan_diff", description=__doc__.split("\n")[0])
     ap.add_argument("--base", required=True, help="git ref to compare against, e.g. origin/main")
     ap.add_argument("--stack", default="dev")
-    ap.add_argument("--out", type=Path, help="write the Markdown here as well as to stdout")
+    ap.add_argument("--out", type=Path, help="write the Markdown here (and its .json beside it) as well as to stdout")
     a = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="hpc-plan-diff-") as tmp:
-        t = Path(tmp)
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(t / "base"), a.base], cwd=ROOT, check=True, capture_output=True
-        )
-        try:
-            plan_into(t / "base-plan", t / "base", a.stack)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(t / "base")], cwd=ROOT, capture_output=True)
-        plan_into(t / "head-plan", ROOT, a.stack)
-        text = diff(Snapshot.load(t / "base-plan"), Snapshot.load(t / "head-plan"), a.stack, a.base)
+    try:
+        result = stack_diff(a.base, a.stack)
+    except DiffError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = result.markdown()
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text)
+        a.out.with_suffix(".json").write_text(json.dumps(dataclasses.asdict(result), indent=1) + "\n")
     print(text, end="")
     return 0
 

@@ -31,10 +31,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from offline.mocks import plain
+from offline.plan import PlanRun, Record
 from policy.rules import POLICIES
 from stacks.config import SECRET_KEYS, ClusterConfig, parse
-from stacks.mocks import plain
-from stacks.plan import PlanRun, Record
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The hpc-cluster policy pack: `pulumi preview --policy-pack policy` runs it through the CLI;
-`make plan` runs the same validators offline (stacks/policies.py). Only assembles the pack."""
+`make plan` runs the same validators offline (offline/policies.py). Only assembles the pack."""
 
 import sys
 from pathlib import Path

@@ -16,7 +16,7 @@ count, partitions, paths, ports) have opinionated defaults.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from components.inference import capacity
-from stacks import paths
+from stacks import config_checks, config_errors, paths
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
@@ -39,9 +39,9 @@ from stacks.config_base import (
     ConfigError,
     Environment,
     Role,
-    _at,
     _Model,
 )
+from stacks.config_errors import Problem, encode
 from stacks.config_parts import (
     HostConfig,
     InferenceConfig,
@@ -70,135 +70,147 @@ class ClusterConfig(_Model):
     groups: list[GroupConfig] = Field(default_factory=list, description="Their Unix groups.")
 
     @model_validator(mode="after")
-    def _people(self) -> ClusterConfig:
-        People(users=self.users, groups=self.groups)  # its errors name hpc:users[...] / hpc:groups[...]
+    def _cross_checks(self) -> ClusterConfig:
+        """Every cross-field rule runs; all their problems are reported together. A rule that
+        trips over an earlier problem (a host name that does not exist) adds nothing."""
+        found: list[tuple[str, str]] = []
+        checks = (
+            self._people, self._hosts, self._roles, self._storage, self._paths_apart, self._partitions_hosts,
+            self._models,
+        )  # fmt: skip
+        for check in checks:
+            try:
+                found.extend(check())
+            except (StopIteration, IndexError, KeyError, AttributeError, TypeError, ValueError):
+                if not found:
+                    raise
+        if found:
+            raise encode(found)
         return self
+
+    def _people(self) -> Iterator[Problem]:
+        yield from People.model_construct(users=self.users, groups=self.groups).problems()
 
     @property
     def people(self) -> People:
         return People(users=self.users, groups=self.groups)
 
     # ---- cross-field rules (each names the key it blames) -------------------------------------
-    @model_validator(mode="after")
-    def _hosts(self) -> ClusterConfig:
+    def _hosts(self) -> Iterator[Problem]:
         seen_names: dict[str, int] = {}
         seen_addrs: dict[IPv4Address, int] = {}
         seen_ctr: dict[IPv4Address, int] = {}
         net = self.network
         for i, h in enumerate(self.hosts):
             if h.name in seen_names:
-                raise _at(f"hosts[{i}].name", f"duplicate host name {h.name!r} (also hosts[{seen_names[h.name]}])")
+                yield (f"hosts[{i}].name", f"hosts[{seen_names[h.name]}] and hosts[{i}] are both named {h.name!r}")
             seen_names[h.name] = i
             if h.address in seen_addrs:
-                raise _at(
+                yield (
                     f"hosts[{i}].address",
-                    f"duplicate address {h.address} (also hosts[{seen_addrs[h.address]}])",
+                    f"duplicate address {h.address} (also {self.hosts[seen_addrs[h.address]].name})",
                 )
             seen_addrs[h.address] = i
             if h.address not in net.subnet:
-                raise _at(f"hosts[{i}].address", f"{h.address} is outside the subnet {net.subnet}")
+                yield (f"hosts[{i}].address", f"{h.address} is outside the subnet {net.subnet}")
             if h.address in (net.subnet.network_address, net.subnet.broadcast_address, net.gateway):
-                raise _at(f"hosts[{i}].address", f"{h.address} is not a usable host address")
+                yield (f"hosts[{i}].address", f"{h.address} is not a usable host address")
             if h.address in net.container_range:
-                raise _at(
+                yield (
                     f"hosts[{i}].address",
                     f"{h.address} is inside the container range {net.container_range}",
                 )
             if h.has(Role.LOGIN) and (h.has(Role.SLURM_HEAD) or h.has(Role.GPU_WORKER)):
-                raise _at(f"hosts[{i}].roles", f"login needs a host of its own ({h.name} has one containerAddress)")
+                yield (f"hosts[{i}].roles", f"login needs a host of its own ({h.name} has one containerAddress)")
             needs_container = any(h.has(r) for r in CONTAINER_ROLES)
             if needs_container and h.container_address is None:
-                raise _at(f"hosts[{i}].containerAddress", "required on a slurm-head, gpu-worker or login host")
+                yield (f"hosts[{i}].containerAddress", "required on a slurm-head, gpu-worker or login host")
             if h.container_address is not None:
-                if h.container_address not in net.container_range:
-                    raise _at(
+                if h.container_address in (net.subnet.network_address, net.subnet.broadcast_address):
+                    yield (f"hosts[{i}].containerAddress", f"{h.container_address} is not a usable host address")
+                elif h.container_address not in net.container_range:
+                    yield (
                         f"hosts[{i}].containerAddress",
                         f"{h.container_address} is outside the container range {net.container_range}",
                     )
                 if h.container_address in seen_ctr:
-                    raise _at(
+                    yield (
                         f"hosts[{i}].containerAddress",
                         f"duplicate container address {h.container_address}",
                     )
                 seen_ctr[h.container_address] = i
-            self._gpu_ownership(i, h)
+            yield from self._gpu_ownership(i, h)
             if h.has(Role.CPU_WORKER) and (h.has(Role.GPU_WORKER) or h.has(Role.SLURM_HEAD)):
-                raise _at(f"hosts[{i}].roles", f"{h.name}: cpu-worker cannot share a host with gpu-worker, slurm-head")
+                yield (f"hosts[{i}].roles", f"{h.name}: cpu-worker cannot share a host with gpu-worker, slurm-head")
             if h.has(Role.GPU_WORKER) and h.hardware.gpus is None:
-                raise _at(
+                yield (
                     f"hosts[{i}].profile",
                     f"gpu-worker {h.name} has profile {h.profile!r}, which has no GPUs",
                 )
             if h.rack is not None and self.racks and h.rack not in self.racks:
-                raise _at(f"hosts[{i}].rack", f"unknown rack {h.rack!r}")
-        return self
+                yield (f"hosts[{i}].rack", f"unknown rack {h.rack!r}")
 
     @staticmethod
-    def _gpu_ownership(i: int, h: HostConfig) -> None:
+    def _gpu_ownership(i: int, h: HostConfig) -> Iterator[Problem]:
         """Each GPU has one owner: Slurm or inference, never both."""
         key = f"hosts[{i}].inferenceGpus"
         both = h.has(Role.GPU_WORKER) and h.has(Role.INFERENCE)
         if h.inference_gpus is not None and not both:
-            raise _at(key, f"{h.name}: only a host that is both gpu-worker and inference splits its GPUs")
+            yield (key, f"{h.name}: only a host that is both gpu-worker and inference splits its GPUs")
         if not both:
             return
         count = h.hardware.gpus.count if h.hardware.gpus else 0
         listed = h.inference_gpus or []
         if not listed:
-            raise _at(key, f"{h.name} is gpu-worker and inference: say which GPUs serve models (the rest go to Slurm)")
+            yield (key, f"{h.name} is gpu-worker and inference: say which GPUs serve models (the rest go to Slurm)")
         if len(set(listed)) != len(listed) or max(listed) >= count:
-            raise _at(key, f"{h.name} has GPUs 0-{count - 1}; {listed} lists one twice or one it does not have")
+            yield (key, f"{h.name} has GPUs 0-{count - 1}; {listed} lists one twice or one it does not have")
         if len(listed) == count:
-            raise _at(key, f"every GPU of {h.name} serves models: drop its gpu-worker role (no GPU left for Slurm)")
+            yield (key, f"every GPU of {h.name} serves models: drop its gpu-worker role (no GPU left for Slurm)")
 
-    @model_validator(mode="after")
-    def _roles(self) -> ClusterConfig:
+    def _roles(self) -> Iterator[Problem]:
         heads = self.with_role(Role.SLURM_HEAD)
         if len(heads) != 1:
-            raise _at("hosts", f"exactly one slurm-head host is required, found {len(heads)}")
+            yield ("hosts", f"exactly one slurm-head host is required, found {len(heads)}")
         servers = self.with_role(Role.K3S_SERVER)
         if len(servers) > 1:
             names = ", ".join(h.name for h in servers)
-            raise _at("hosts", f"at most one k3s-server host is allowed, found {len(servers)} ({names})")
+            yield ("hosts", f"at most one k3s-server host is allowed, found {len(servers)} ({names})")
         if self.with_role(Role.K3S_AGENT) and not servers:
-            raise _at("hosts", "k3s-agent hosts need a k3s-server host")
+            yield ("hosts", "k3s-agent hosts need a k3s-server host")
         if self.with_role(Role.INFERENCE) and not servers:
-            raise _at("hosts", "inference hosts run on k3s and need a k3s-server host")
+            yield ("hosts", "inference hosts run on k3s and need a k3s-server host")
         for i, h in enumerate(self.hosts):
             if h.has(Role.INFERENCE) and not (h.has(Role.K3S_SERVER) or h.has(Role.K3S_AGENT)):
-                raise _at(f"hosts[{i}].roles", f"inference host {h.name} must also be k3s-server or k3s-agent")
-        return self
+                yield (f"hosts[{i}].roles", f"inference host {h.name} must also be k3s-server or k3s-agent")
 
-    @model_validator(mode="after")
-    def _storage(self) -> ClusterConfig:
+    def _storage(self) -> Iterator[Problem]:
         st = self.storage
         n = len(self.with_role(Role.STORAGE))
         per_set = st.bricks_per_set
         layout = "replica 2 arbiter 1" if st.arbiter else f"replica {st.replica}"
         if n < per_set:
-            raise _at("storage.replica", f"{layout} needs at least {per_set} storage hosts, found {n}")
-        if n % per_set:
-            raise _at(
+            yield ("storage.replica", f"{layout} needs at least {per_set} storage hosts, found {n}")
+        elif n % per_set:
+            yield (
                 "storage.replica",
                 f"{layout} needs a multiple of {per_set} storage hosts, found {n}",
             )
         storage_names = {h.name for h in self.with_role(Role.STORAGE)}
         for i, g in enumerate(st.ganesha_hosts or []):
             if g not in storage_names:
-                raise _at(f"storage.ganeshaHosts[{i}]", f"{g!r} is not a storage host")
+                yield (f"storage.ganeshaHosts[{i}]", f"{g!r} is not a storage host")
         for i, c in enumerate(st.allowed_clients or []):
             if c.overlaps(self.network.container_range):
-                raise _at(
+                yield (
                     f"storage.allowedClients[{i}]",
                     f"{c} includes the container range {self.network.container_range}: jobs and pods there "
                     "could claim any uid; list the hosts' networks without it",
                 )
             if c.num_addresses > 2**24:
-                raise _at(f"storage.allowedClients[{i}]", f"{c} is wider than a /8; name the cluster's networks")
-        return self
+                yield (f"storage.allowedClients[{i}]", f"{c} is wider than a /8; name the cluster's networks")
 
-    @model_validator(mode="after")
-    def _paths_apart(self) -> ClusterConfig:
+    def _paths_apart(self) -> Iterator[Problem]:
         keys = {
             "storage.brickPath": self.storage.brick_path,
             "storage.mountPoint": self.storage.mount_point,
@@ -208,61 +220,59 @@ class ClusterConfig(_Model):
         pair = paths.nesting(keys)
         if pair is not None:
             inner, outer = pair
-            raise _at(inner, f"{keys[inner]} is inside (or equal to) hpc:{outer} {keys[outer]}; keep them apart")
-        return self
+            yield (inner, f"{keys[inner]} is inside (or equal to) hpc:{outer} {keys[outer]}; keep them apart")
 
-    @model_validator(mode="after")
-    def _partitions_hosts(self) -> ClusterConfig:
+    def _partitions_hosts(self) -> Iterator[Problem]:
         workers = {h.name for r in WORKER_ROLES for h in self.with_role(r)}
         for i, p in enumerate(self.slurm.partitions):
             for j, name in enumerate(p.hosts or []):
                 if name not in workers:
-                    raise _at(f"slurm.partitions[{i}].hosts[{j}]", f"{name!r} is not a gpu-worker or cpu-worker host")
-        return self
+                    yield (f"slurm.partitions[{i}].hosts[{j}]", f"{name!r} is not a gpu-worker or cpu-worker host")
 
-    @model_validator(mode="after")
-    def _models(self) -> ClusterConfig:
+    def _models(self) -> Iterator[Problem]:
         by_name = {h.name: h for h in self.hosts}
         used: dict[tuple[str, int], str] = {}
         for i, m in enumerate(self.inference.models):
             key = f"inference.models[{i}]"
             host = by_name.get(m.host)
             if host is None or not host.has(Role.INFERENCE):
-                raise _at(f"{key}.host", f"model {m.name}: {m.host!r} is not an inference host")
+                yield (f"{key}.host", f"model {m.name}: {m.host!r} is not an inference host")
             if m.port in RESERVED_PORTS or m.port == self.inference.webui_port:
-                raise _at(f"{key}.port", f"model {m.name}: port {m.port} is reserved on {m.host}")
+                yield (f"{key}.port", f"model {m.name}: port {m.port} is reserved on {m.host}")
             if (m.host, m.port) in used:
-                raise _at(
+                yield (
                     f"{key}.port",
                     f"model {m.name}: port {m.port} on {m.host} is already used by {used[(m.host, m.port)]}",
                 )
             used[(m.host, m.port)] = m.name
-        self._check_capacity()
-        return self
+            yield from config_checks.model_problems(key, m)
+        yield from self._check_capacity()
 
-    def _check_capacity(self) -> None:
+    def _check_capacity(self) -> Iterator[Problem]:
         """The GPU memory model (components/inference/capacity.py), per inference host."""
         index = {m.name: i for i, m in enumerate(self.inference.models)}
         hosts = {m.host for m in self.inference.models}
-        for name in sorted(hosts, key=lambda n: min(index[m.name] for m in self.inference.models if m.host == n)):
+        names = {h.name for h in self.hosts}
+        first = {n: min(index[m.name] for m in self.inference.models if m.host == n) for n in hosts}
+        for name in sorted(hosts & names, key=first.__getitem__):
             gpus = self.host(name).hardware.gpus
             placed = [m for m in self.inference.models if m.host == name]
             if gpus is None:
                 i = index[placed[0].name]
-                raise _at(f"inference.models[{i}].host", f"model {placed[0].name}: host {name} has no GPUs")
+                yield (f"inference.models[{i}].host", f"model {placed[0].name}: host {name} has no GPUs")
+                continue
             _, serving = self.host(name).gpu_owners()
             for m in placed:
                 slurms = [g for g in m.load().gpus if g not in serving and g < gpus.count]
                 if slurms:
-                    raise _at(
+                    yield (
                         f"inference.models[{index[m.name]}].gpuIndex",
                         f"model {m.name} would use GPU {slurms[0]} of {name}, which Slurm owns "
                         f"(hpc:hosts[{name}].inferenceGpus lists {list(serving)})",
                     )
             problems = capacity.check_host([m.load() for m in placed], gpus.count, gpus.memory_mib * 1024 * 1024)
-            if problems:
-                p = problems[0]
-                raise _at(f"inference.models[{index[p.model]}].{p.field}", p.message)
+            for p in problems:
+                yield (f"inference.models[{index[p.model]}].{p.field}", p.message)
 
     # ---- derived views --------------------------------------------------------------------------
     def with_role(self, role: Role) -> list[HostConfig]:
@@ -333,46 +343,26 @@ class ClusterSecrets:
 
 
 # ---- loading -----------------------------------------------------------------------------------
-def _key_of(loc: tuple[int | str, ...], message: str) -> tuple[str, str]:
-    """Turn a pydantic error location (+ a relative '@path: ' prefix) into 'hpc:a.b[2].c'."""
-    parts: list[str] = []
-    for p in loc:
-        if isinstance(p, int):
-            parts[-1] = f"{parts[-1]}[{p}]" if parts else f"[{p}]"
-        elif p.startswith(("function-", "literal[", "list[")) or ("[" in p and p.endswith("]")):
-            continue  # pydantic's union / tagged-union branch names are not config keys
-        else:
-            parts.append(p)
-    message = message.removeprefix("Value error, ")
-    if message.startswith("@"):
-        rel, _, message = message[1:].partition(": ")
-        parts.extend(rel.split("."))
-    key = ".".join(parts)
-    return f"{NAMESPACE}:{key}" if key else f"{NAMESPACE}:", message
-
-
 def parse(raw: Mapping[str, Any]) -> ClusterConfig:
-    """Validate plain config data (top-level keys without the ``hpc:`` prefix)."""
+    """Validate plain config data (top-level keys without the ``hpc:`` prefix); every problem
+    is reported at once in one ``ConfigError``."""
     try:
         return ClusterConfig.model_validate(dict(raw))
     except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        key, message = _key_of(tuple(err["loc"]), str(err["msg"]))
-        if err["type"] == "extra_forbidden":
-            message = "unknown config key"
-        elif err["type"] == "missing":
-            message = "required config key is missing"
-        raise ConfigError(key, message) from None
+        raise ConfigError.of(config_errors.problems(e, raw, ClusterConfig)) from None
+
+
+def _passed_keys() -> set[str]:
+    from pulumi.runtime import config as runtime_config
+
+    return set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
 
 
 def _namespace_values() -> dict[str, Any]:
     """Every ``hpc:*`` key the engine passed in, parsed (objects are JSON strings)."""
-    from pulumi.runtime import config as runtime_config
-
-    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
     cfg = pulumi.Config(NAMESPACE)
     out: dict[str, Any] = {}
-    for full in sorted(keys):
+    for full in sorted(_passed_keys()):
         ns, _, key = full.partition(":")
         if ns != NAMESPACE or key in SECRET_KEYS:
             continue
@@ -386,29 +376,46 @@ def _namespace_values() -> dict[str, Any]:
     return out
 
 
-def check_secret_value(key: str, value: str | None, required: bool) -> None:
-    """Refuse missing and placeholder secrets (the value itself is never printed)."""
+def secret_problem(key: str, value: str | None, required: bool) -> tuple[str, str] | None:
+    """What is wrong with a secret input, if anything (the value itself is never printed)."""
     full = f"{NAMESPACE}:{key}"
     if value is None or not value.strip():
-        if required:
-            raise ConfigError(full, "required secret is missing (pulumi config set --secret)")
-        return
+        return (full, "required secret is missing (pulumi config set --secret)") if required else None
     if value.strip().lower() in PLACEHOLDER_SECRETS:
-        raise ConfigError(full, "placeholder value refused; set a real secret")
+        return full, "placeholder value refused; set a real secret"
     if not pulumi.runtime.is_config_secret(full):
-        raise ConfigError(full, "must be set as a secret (pulumi config set --secret)")
+        return full, "must be set as a secret (pulumi config set --secret)"
+    return None
+
+
+def check_secret_value(key: str, value: str | None, required: bool) -> None:
+    """Refuse a missing or placeholder secret."""
+    if (problem := secret_problem(key, value, required)) is not None:
+        raise ConfigError(*problem)
 
 
 def load() -> tuple[ClusterConfig, ClusterSecrets]:
-    """Read and validate all ``hpc:*`` config once. Raises ConfigError before any resource."""
-    cluster = parse(_namespace_values())
+    """Read and validate all ``hpc:*`` config once. Raises one ConfigError listing every problem
+    (keys the program would never read, values, secrets) before any resource."""
+    found = config_errors.namespace_typos(_passed_keys(), pulumi.get_project(), config_keys())
+    cluster: ClusterConfig | None = None
+    try:
+        cluster = parse(_namespace_values())
+    except ConfigError as e:
+        found.extend(e.problems)
     cfg = pulumi.Config(NAMESPACE)
+    models = cluster is None or bool(cluster.inference.models)
     for key in SECRET_KEYS:
-        required = key in REQUIRED_SECRET_KEYS or (key == "hfToken" and bool(cluster.inference.models))
-        check_secret_value(key, cfg.get(key), required)
-    hf = cfg.get_secret("hfToken") if cfg.get("hfToken") else None
+        required = key in REQUIRED_SECRET_KEYS or (key == "hfToken" and models)
+        if (problem := secret_problem(key, cfg.get(key), required)) is not None:
+            found.append(problem)
     if bool(cfg.get("tlsCertificate")) != bool(cfg.get("tlsKey")):
-        raise ConfigError(f"{NAMESPACE}:tlsKey", "set both hpc:tlsCertificate and hpc:tlsKey, or neither")
+        found.append((f"{NAMESPACE}:tlsKey", "set both hpc:tlsCertificate and hpc:tlsKey, or neither"))
+    if found or cluster is None:
+        raise ConfigError.of(found)
+    for warning in config_checks.warnings(cluster):
+        pulumi.log.warn(warning)
+    hf = cfg.get_secret("hfToken") if cfg.get("hfToken") else None
     cert = cfg.get_secret("tlsCertificate") if cfg.get("tlsCertificate") else None
     tls_key = cfg.get_secret("tlsKey") if cfg.get("tlsKey") else None
     return cluster, ClusterSecrets(

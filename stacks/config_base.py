@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated
 
@@ -22,12 +23,19 @@ RESERVED_PORTS = frozenset({22, 2049, 6443, 6817, 6818, 6819, 10250, 24007})
 
 
 class ConfigError(pulumi.RunError):
-    """Bad stack input: ``key`` names the config key, ``message`` says what is wrong."""
+    """Bad stack input: ``key`` names the config key, ``message`` says what is wrong; ``problems``
+    holds every (key, message) found in the run, the first one included, one line each."""
 
-    def __init__(self, key: str, message: str) -> None:
+    def __init__(self, key: str, message: str, more: Sequence[tuple[str, str]] = ()) -> None:
         self.key = key
         self.message = message
-        super().__init__(f"{key}: {message}")
+        self.problems = [(key, message), *more]
+        super().__init__("\n".join(f"{k}: {m}" for k, m in self.problems))
+
+    @classmethod
+    def of(cls, problems: Sequence[tuple[str, str]]) -> ConfigError:
+        first, *rest = problems or [(f"{NAMESPACE}:", "invalid configuration")]
+        return cls(*first, more=rest)
 
 
 def _at(path: str, message: str) -> ValueError:

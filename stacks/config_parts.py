@@ -26,6 +26,7 @@ from stacks.config_base import (
     _at,
     _Model,
 )
+from stacks.config_errors import encode
 
 
 class HostConfig(_Model):
@@ -102,12 +103,24 @@ class NetworkConfig(_Model):
 
     @model_validator(mode="after")
     def _ranges(self) -> NetworkConfig:
-        if self.gateway not in self.subnet:
-            raise _at("gateway", f"{self.gateway} is outside the subnet {self.subnet}")
-        if not self.container_range.subnet_of(self.subnet):
-            raise _at("containerRange", f"{self.container_range} is outside the subnet {self.subnet}")
-        if self.gateway in self.container_range:
-            raise _at("containerRange", f"{self.container_range} contains the gateway {self.gateway}")
+        found: list[tuple[str, str]] = []
+        net, rng, gw = self.subnet, self.container_range, self.gateway
+        if net.is_loopback or net.is_multicast or net.is_link_local or net.is_unspecified or net.is_reserved:
+            found.append(("subnet", f"{net} is loopback, multicast, link-local or reserved: not for hosts"))
+        if net.prefixlen > 30:
+            found.append(("subnet", f"{net} has no room for hosts; use a /30 or wider"))
+        if gw not in net:
+            found.append(("gateway", f"{gw} is outside the subnet {net}"))
+        elif gw in (net.network_address, net.broadcast_address):
+            found.append(("gateway", f"{gw} is the subnet's network or broadcast address, not a host"))
+        if not rng.subnet_of(net):
+            found.append(("containerRange", f"{rng} is outside the subnet {net}"))
+        elif rng == net:
+            found.append(("containerRange", f"{rng} is the whole subnet; reserve a part of it for containers"))
+        if gw in rng:
+            found.append(("containerRange", f"{rng} contains the gateway {gw}"))
+        if found:
+            raise encode(found)
         return self
 
 

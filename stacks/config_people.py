@@ -7,12 +7,14 @@ user. Ids of service accounts and system ranges are refused.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
 from components import accounts
-from stacks.config_base import _at, _Model
+from stacks.config_base import _Model
+from stacks.config_errors import encode
 
 ACCOUNT_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
 MIN_ID, MAX_ID = 1000, 59999  # below: system accounts; above: nobody, Debian's reserved ranges
@@ -69,31 +71,37 @@ class People(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> People:
+        found = list(self.problems())
+        if found:
+            raise encode(found)
+        return self
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """Every inconsistency between users and groups, as (relative key, message)."""
         gids: dict[int, str] = {}
         names: dict[str, str] = {}
         for g in self.groups:
             where = f"groups[{g.name}]"
             if g.name in names:
-                raise _at(f"{where}.name", f"group {g.name!r} is listed twice")
+                yield (f"{where}.name", f"group {g.name!r} is listed twice")
             if g.gid in gids or g.gid in RESERVED_IDS:
-                raise _at(f"{where}.gid", f"gid {g.gid} is taken ({gids.get(g.gid, 'a service account')})")
+                yield (f"{where}.gid", f"gid {g.gid} is taken ({gids.get(g.gid, 'a service account')})")
             names[g.name], gids[g.gid] = "group", g.name
         uids: dict[int, str] = {}
         users: set[str] = set()
         for u in self.users:
             where = f"users[{u.name}]"
             if u.name in users:
-                raise _at(f"{where}.name", f"user {u.name!r} is listed twice")
+                yield (f"{where}.name", f"user {u.name!r} is listed twice")
             if u.name in RESERVED_NAMES:
-                raise _at(f"{where}.name", f"{u.name!r} is a system or service account; choose another name")
+                yield (f"{where}.name", f"{u.name!r} is a system or service account; choose another name")
             if u.uid in uids or u.uid in RESERVED_IDS:
-                raise _at(f"{where}.uid", f"uid {u.uid} is taken ({uids.get(u.uid, 'a service account')})")
+                yield (f"{where}.uid", f"uid {u.uid} is taken ({uids.get(u.uid, 'a service account')})")
             for key, group in [("group", u.group), *(("groups", g) for g in u.groups)]:
                 if group not in names:
-                    raise _at(f"{where}.{key}", f"group {group!r} is not in hpc:groups")
+                    yield (f"{where}.{key}", f"group {group!r} is not in hpc:groups")
             users.add(u.name)
             uids[u.uid] = u.name
-        return self
 
     def gid_of(self, group: str) -> int:
         return next(g.gid for g in self.groups if g.name == group)

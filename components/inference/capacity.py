@@ -34,18 +34,19 @@ class ModelShape:
     kv_heads: float  # an average for models whose layers differ (DeciLM)
     head_dim: int
     max_len: int
+    heads: int  # num_attention_heads: tensor parallelism must divide it
 
 
 # From the models' published configs (config.json: num_hidden_layers, num_key_value_heads,
 # head_dim or hidden_size / num_attention_heads, max_position_embeddings).
 KNOWN_SHAPES: dict[str, ModelShape] = {
-    "meta-llama/Meta-Llama-3-8B-Instruct": ModelShape(32, 8, 128, 8192),
-    "meta-llama/Meta-Llama-3-70B-Instruct": ModelShape(80, 8, 128, 8192),
-    "google/gemma-1.1-7b-it": ModelShape(28, 16, 256, 8192),
-    "Deci/DeciLM-7B-instruct": ModelShape(32, 4, 128, 8192),
-    "microsoft/Phi-3-mini-128k-instruct": ModelShape(32, 32, 96, 131072),
-    "stabilityai/stablelm-2-1_6b-chat": ModelShape(24, 32, 64, 4096),
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": ModelShape(32, 8, 128, 32768),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ModelShape(32, 8, 128, 8192, 32),
+    "meta-llama/Meta-Llama-3-70B-Instruct": ModelShape(80, 8, 128, 8192, 64),
+    "google/gemma-1.1-7b-it": ModelShape(28, 16, 256, 8192, 16),
+    "Deci/DeciLM-7B-instruct": ModelShape(32, 4, 128, 8192, 32),
+    "microsoft/Phi-3-mini-128k-instruct": ModelShape(32, 32, 96, 131072, 32),
+    "stabilityai/stablelm-2-1_6b-chat": ModelShape(24, 32, 64, 4096, 32),
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": ModelShape(32, 8, 128, 32768, 32),
 }
 
 

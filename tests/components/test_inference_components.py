@@ -5,7 +5,7 @@ import copy
 import pytest
 import yaml
 
-from stacks import plan
+from offline import plan
 
 DEV_INFERENCE = yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]["hpc:inference"]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from stacks import plan
+from offline import plan
 
 
 @pytest.fixture(scope="module")

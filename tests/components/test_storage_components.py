@@ -14,7 +14,7 @@ from components.storage import (
     render_gluster,
 )
 from components.storage import spec as storage_spec
-from stacks.mocks import PlanMocks
+from offline.mocks import PlanMocks
 
 
 class Recorder(PlanMocks):

@@ -34,7 +34,7 @@ STACKS = ("dev", "prod")
 def plans() -> None:
     """The offline plan of every stack, written the way make plan writes it."""
     for stack in STACKS:
-        subprocess.run([str(cli.ROOT / ".venv/bin/python"), "-m", "stacks.plan", "--stack", stack, "--quiet"],
+        subprocess.run([str(cli.ROOT / ".venv/bin/python"), "-m", "offline.plan", "--stack", stack, "--quiet"],
                        cwd=cli.ROOT, check=True, capture_output=True)
 
 

@@ -36,8 +36,8 @@ from pathlib import Path
 import docker
 from docker import types as dtypes
 
-from stacks.mocks import plain
-from stacks.plan import ROOT, Record
+from offline.mocks import plain
+from offline.plan import ROOT, Record
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hpc-cluster" / "images"
 DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")

@@ -6,8 +6,8 @@ import subprocess
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
 
-from stacks.mocks import plain
-from stacks.plan import PlanRun, Record
+from offline.mocks import plain
+from offline.plan import PlanRun, Record
 
 
 @dataclass(frozen=True)

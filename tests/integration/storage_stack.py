@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stacks import plan
+from offline import plan
 from tests.integration import hostkeys
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, steps

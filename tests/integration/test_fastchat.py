@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from stacks import plan
-from stacks.mocks import plain
+from offline import plan
+from offline.mocks import plain
 from tests.integration import docker_lab
 from tests.integration import lab as labmod
 

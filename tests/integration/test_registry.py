@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from stacks import plan
-from stacks.mocks import plain
+from offline import plan
+from offline.mocks import plain
 from tests.integration import docker_lab, hostkeys
 from tests.integration import lab as labmod
 

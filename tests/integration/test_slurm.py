@@ -41,8 +41,8 @@ import yaml
 from components.slurm import render as slurm_render
 from components.slurm import steps as slurm_steps
 from components.slurm.images import context_hash
-from stacks import plan
-from stacks.mocks import plain
+from offline import plan
+from offline.mocks import plain
 from tests.integration import docker_lab, hostkeys, slurm_docs
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, run_step, steps

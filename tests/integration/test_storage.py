@@ -123,7 +123,7 @@ def restart_sshd(lab, host: str, key) -> None:  # type: ignore[no-untyped-def]
 
 def docker_ssh_opts(**stack_changes) -> list[str]:  # type: ignore[no-untyped-def]
     """The ssh options the plan gives gl1's Docker provider (its inputs arrive JSON-encoded)."""
-    from stacks import plan as planmod
+    from offline import plan as planmod
 
     cfg = stack() | stack_changes
     provider = next(r for r in planmod.run("dev", cfg).resources if r.name == "gl1-docker")

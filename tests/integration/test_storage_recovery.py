@@ -272,7 +272,7 @@ def add_user(lab, host: str, name: str, sudo: bool) -> None:  # type: ignore[no-
 
 
 def preflight(lab, host: str, ssh_user: str):  # type: ignore[no-untyped-def]
-    from stacks import plan as planmod
+    from offline import plan as planmod
     from tests.integration.steps import steps
     from tests.integration.storage_stack import stack
 

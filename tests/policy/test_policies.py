@@ -13,8 +13,8 @@ from pulumi_policy import (
 )
 
 from components.scripts import script, wrap
+from offline import plan, policies
 from policy import rules
-from stacks import plan, policies
 
 OPTS = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
 PROTECTED = PolicyResourceOptions(True, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
@@ -267,7 +267,7 @@ def test_make_plan_fails_on_a_mandatory_violation(tmp_path):
         [
             sys.executable,
             "-m",
-            "stacks.plan",
+            "offline.plan",
             "--stack",
             "prod",
             "--out",

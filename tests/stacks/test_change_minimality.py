@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from benchmarks.stack import prod_shaped, worker_name
-from stacks import plan
+from offline import plan
 
 WORKERS = 64
 

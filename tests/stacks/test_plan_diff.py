@@ -6,7 +6,8 @@ import sys
 import pytest
 import yaml
 
-from stacks import plan
+from components import scripts
+from offline import plan
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def revise(repo, edit, message):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     subprocess.run([*git, "commit", "-qam", message], cwd=repo, check=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "stacks.plan_diff", "--base", "HEAD~1", "--stack", "dev"],
+        [sys.executable, "-m", "offline.plan_diff", "--base", "HEAD~1", "--stack", "dev"],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -56,6 +57,27 @@ def test_adding_a_gpu_worker(clone):
     assert "rpi2-container" not in updated and "rpi3-" not in updated  # the sibling workers are untouched
     assert "+NodeName=gpu2 NodeAddr=192.168.0.205 CPUs=32" in md
     assert "### Policies" in md
+    # Shared text is not repeated: the library is one file, a new host's files that match a
+    # sibling's are one line each, and the new machine's section comes first.
+    assert scripts.shell_library().splitlines()[-2] not in md
+    assert "new, same as <code>hosts/rpi1/steps/rpi2-drain.sh</code> with rpi2 → gpu2" in md
+    assert md.index("### gpu2 (new)") < md.index("### rpi1")
+    print(f"\nadd-one-worker plan diff: {len(md.splitlines())} lines, {len(md)} characters")
+    assert len(md.splitlines()) < 400
+
+
+def test_a_stack_new_in_the_change_is_all_added(clone):
+    (clone / "Pulumi.lab.yaml").write_text((clone / "Pulumi.dev.yaml").read_text())
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "add", "Pulumi.lab.yaml"], cwd=clone, check=True)
+    subprocess.run([*git, "commit", "-qm", "a lab stack"], cwd=clone, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "offline.plan_diff", "--base", "HEAD~1", "--stack", "lab"],
+        cwd=clone, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    added = int(proc.stdout.split("**", 2)[1].split(" to add")[0])
+    assert added > 100 and "0 to update, 0 to replace, 0 to remove" in proc.stdout
 
 
 def test_changing_a_models_flags(clone):

@@ -1,7 +1,7 @@
 """The deployment model behind make bench: critical path and --parallel scheduling."""
 
 from benchmarks import run as bench
-from stacks.plan import PlanRun, Record
+from offline.plan import PlanRun, Record
 
 
 def rec(name, deps=(), custom=True):

@@ -8,7 +8,7 @@ import copy
 import pytest
 import yaml
 
-from stacks import plan
+from offline import plan
 from stacks.config import ConfigError
 
 DEV = yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]
@@ -43,43 +43,43 @@ def both(*edits):
 
 
 CASES = [
-    ("duplicate host name", hosts(set_([1, "name"], "rpi1")), "hpc:hosts[1].name", "duplicate host name"),
-    ("duplicate address", hosts(set_([2, "address"], "192.168.0.106")), "hpc:hosts[2].address", "duplicate"),
+    ("duplicate host name", hosts(set_([1, "name"], "rpi1")), "hpc:hosts[rpi1].name", "hosts[0] and hosts[1] are both"),
+    ("duplicate address", hosts(set_([2, "address"], "192.168.0.106")), "hpc:hosts[rpi3].address", "duplicate"),
     (
         "address outside subnet",
         hosts(set_([0, "address"], "10.1.1.1")),
-        "hpc:hosts[0].address",
+        "hpc:hosts[rpi1].address",
         "outside the subnet",
     ),
     (
         "address in container range",
         hosts(set_([1, "address"], "192.168.0.203")),
-        "hpc:hosts[1].address",
+        "hpc:hosts[rpi2].address",
         "container range",
     ),
     (
         "container address outside range",
         hosts(set_([0, "containerAddress"], "192.168.0.50")),
-        "hpc:hosts[0].containerAddress",
+        "hpc:hosts[rpi1].containerAddress",
         "outside the container range",
     ),
     (
         "missing container address",
         hosts(lambda h: h[1].pop("containerAddress")),
-        "hpc:hosts[1].containerAddress",
+        "hpc:hosts[rpi2].containerAddress",
         "required",
     ),
-    ("unknown profile", hosts(set_([2, "profile"], "cray-xc40")), "hpc:hosts[2].profile", "unknown profile"),
+    ("unknown profile", hosts(set_([2, "profile"], "cray-xc40")), "hpc:hosts[rpi3].profile", "unknown profile"),
     (
         "unknown role",
         hosts(set_([2, "roles"], ["storage", "logon"])),
-        "hpc:hosts[2].roles[1]",
+        "hpc:hosts[rpi3].roles[1]",
         "Input should be",
     ),
     (
         "gpu worker without gpus",
         hosts(set_([1, "roles"], ["storage", "gpu-worker"])),
-        "hpc:hosts[1].profile",
+        "hpc:hosts[rpi2].profile",
         "has no GPUs",
     ),
     (
@@ -121,13 +121,13 @@ CASES = [
     (
         "model port collision",
         changed("hpc:inference", set_(["models", 1, "port"], 8001)),
-        "hpc:inference.models[1].port",
+        "hpc:inference.models[gemma-7b].port",
         "already used by llama3-8b",
     ),
     (
         "model on non-inference host",
         changed("hpc:inference", set_(["models", 0, "host"], "rpi2")),
-        "hpc:inference.models[0].host",
+        "hpc:inference.models[llama3-8b].host",
         "not an inference host",
     ),
     (
@@ -187,21 +187,21 @@ CASES = [
         "a GPU for both schedulers: no inferenceGpus",
         hosts(both(set_([3, "roles"], ["gpu-worker", "inference", "k3s-agent"]),
                    set_([3, "containerAddress"], "192.168.0.202"))),
-        "hpc:hosts[3].inferenceGpus",
+        "hpc:hosts[gpu1].inferenceGpus",
         "gpu1 is gpu-worker and inference: say which GPUs serve models",
     ),
     (
         "a model on a GPU Slurm owns",
         hosts(both(set_([3, "roles"], ["gpu-worker", "inference", "k3s-agent"]),
                    set_([3, "containerAddress"], "192.168.0.202"), set_([3, "inferenceGpus"], [0]))),
-        "hpc:inference.models[2].gpuIndex",
+        "hpc:inference.models[decilm-7b].gpuIndex",
         "model decilm-7b would use GPU 1 of gpu1, which Slurm owns (hpc:hosts[gpu1].inferenceGpus lists [0])",
     ),
     (
         "every GPU to inference on a gpu-worker",
         hosts(both(set_([3, "roles"], ["gpu-worker", "inference", "k3s-agent"]),
                    set_([3, "containerAddress"], "192.168.0.202"), set_([3, "inferenceGpus"], [0, 1]))),
-        "hpc:hosts[3].inferenceGpus",
+        "hpc:hosts[gpu1].inferenceGpus",
         "drop its gpu-worker role",
     ),
     (
@@ -222,8 +222,45 @@ CASES = [
             "hpc:users": [{"name": "alice", "uid": 20001, "group": "ml", "sshKeys": ["-----BEGIN OPENSSH PRIVATE"]}],
             "hpc:groups": [{"name": "ml", "gid": 20000}],
         },
-        "hpc:users[0].sshKeys[0]",
+        "hpc:users[alice].sshKeys[0]",
         "not an SSH public key",
+    ),
+    (
+        "gateway is the subnet's network address",
+        changed("hpc:network", set_(["gateway"], "192.168.0.0")),
+        "hpc:network.gateway",
+        "network or broadcast address",
+    ),
+    (
+        "container range is the whole subnet",
+        changed("hpc:network", set_(["containerRange"], "192.168.0.0/24")),
+        "hpc:network.containerRange",
+        "whole subnet",
+    ),
+    (
+        "a loopback subnet",
+        changed("hpc:network", both(set_(["subnet"], "127.0.0.0/24"), set_(["gateway"], "127.0.0.1"),
+                                   set_(["containerRange"], "127.0.0.200/29"))),
+        "hpc:network.subnet",
+        "loopback",
+    ),
+    (
+        "container address is the broadcast address",
+        hosts(set_([0, "containerAddress"], "192.168.0.255")),
+        "hpc:hosts[rpi1].containerAddress",
+        "not a usable host address",
+    ),
+    (
+        "a context longer than the model's",
+        changed("hpc:inference", set_(["models", 0, "maxModelLen"], 100000)),
+        "hpc:inference.models[llama3-8b].maxModelLen",
+        "native context of 8192 tokens",
+    ),
+    (
+        "a tensor split that does not divide the heads",
+        changed("hpc:inference", set_(["models", 1, "tensorParallelSize"], 3)),
+        "hpc:inference.models[gemma-7b].tensorParallelSize",
+        "does not divide google/gemma-1.1-7b-it's 16 attention heads",
     ),
 ]
 
@@ -232,9 +269,10 @@ CASES = [
 def test_bad_config_names_the_key_and_registers_nothing(case, overrides, key, fragment):
     with pytest.raises(ConfigError) as err:
         plan.run("dev", overrides)
-    assert err.value.key == key, str(err.value)
-    assert fragment in err.value.message
-    assert "\n" not in str(err.value)
+    assert key in [k for k, _ in err.value.problems], str(err.value)
+    assert any(fragment in m for k, m in err.value.problems if k == key), str(err.value)
+    assert all(k.startswith("hpc:") and "\n" not in m for k, m in err.value.problems)
+    assert str(err.value).splitlines() == [f"{k}: {m}" for k, m in err.value.problems]
     assert err.value.registered == []
 
 
@@ -244,10 +282,10 @@ def test_at_least_fifteen_cases():
 
 @pytest.mark.parametrize("value", ["changeme", "admin", "  Admin "])
 def test_placeholder_secret_is_refused(monkeypatch, value):
-    from stacks import mocks
+    from offline import mocks, record
 
     monkeypatch.setattr(
-        plan,
+        record,
         "stand_in_secret",
         lambda key: value if key == "hpc:sshPrivateKey" else mocks.stand_in_secret(key),
     )
@@ -281,7 +319,7 @@ def test_cli_exits_non_zero_with_one_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "stacks.plan",
+            "offline.plan",
             "--stack",
             "dev",
             "--out",

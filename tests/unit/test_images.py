@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from stacks import plan
+from offline import plan
 
 DOCKERFILES = sorted((plan.ROOT / "images").rglob("Dockerfile*"))
 FROM = re.compile(r"^FROM\s+(\S+)", re.M)

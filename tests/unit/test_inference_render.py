@@ -3,7 +3,7 @@
 import json
 
 from components.inference import render
-from stacks import plan
+from offline import plan
 
 API_ENDPOINTS_DEV = {
     "Llama 3 8B 8K": ("meta-llama/Meta-Llama-3-8B-Instruct", "http://llama3-8b:8001/v1/"),

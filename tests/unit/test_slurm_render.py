@@ -6,8 +6,9 @@ import pytest
 import yaml
 
 from components.slurm import render
+from offline import plan
 from stacks import config as cfgmod
-from stacks import plan, slurm_spec
+from stacks import slurm_spec
 
 GOLDEN = Path(__file__).with_name("golden")
 

@@ -4,7 +4,7 @@ import re
 import shutil
 import subprocess
 
-from stacks import plan
+from offline import plan
 
 WORKFLOWS = sorted((plan.ROOT / ".github" / "workflows").glob("*.yml"))
 UNTRUSTED = re.compile(r"\$\{\{\s*github\.(event\.pull_request\.(title|body|head\.ref)|head_ref|base_ref)")
