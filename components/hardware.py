@@ -82,6 +82,7 @@ class HardwareProfile(_Frozen):
     memory_mib: int = Field(ge=512, description="Installed memory in MiB.")
     gpus: GpuSpec | None = Field(default=None, description="GPUs, or none for a CPU-only machine.")
     peak_power_w: int = Field(ge=1, description="Peak power draw of the whole machine in watts.")
+    bmc: bool = Field(default=True, description="Has a BMC (IPMI sensors: inlet/exhaust, fans, PSU power).")
     assumptions: tuple[str, ...] = Field(
         default=(), description="Figures not given by the source sheet, and what was assumed."
     )
@@ -312,6 +313,7 @@ CATALOGUE: dict[str, HardwareProfile] = {
             memory_mib=8 * MIB_PER_GIB,
             gpus=None,
             peak_power_w=15,
+            bmc=False,
             assumptions=("power: the official 15 W USB-C supply",),
         ),
         HardwareProfile(

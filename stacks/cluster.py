@@ -44,6 +44,7 @@ from components.storage import (
 )
 from components.storage import spec as storage_spec
 from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
+from stacks.monitoring import build_monitoring
 from stacks.slurm_spec import cluster_spec
 from stacks.slurm_spec import workers as slurm_workers
 
@@ -424,6 +425,7 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             controller_port=CONTROLLER_PORT,
             server_address=str(server.address),
             cluster_subnet=str(cfg.network.subnet),
+            monitor_address=str(cfg.slurm_head.address) if cfg.monitoring.enabled else None,
         ),
         opts=pulumi.ResourceOptions(depends_on=[addons]),
     )
@@ -439,4 +441,5 @@ def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     build_login(cfg, access, cluster)
     build_people(cfg, access, cluster)
     build_k8s(cfg, access, cluster)
+    build_monitoring(cfg, secrets, access, cluster)
     return cluster

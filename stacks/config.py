@@ -47,6 +47,7 @@ from stacks.config_parts import (
     InferenceConfig,
     K3sConfig,
     ModelConfig,
+    MonitoringConfig,
     NetworkConfig,
     RackConfig,
     SlurmConfig,
@@ -66,6 +67,7 @@ class ClusterConfig(_Model):
     k3s: K3sConfig = Field(alias="k3s", description="k3s.")
     inference: InferenceConfig = Field(default_factory=InferenceConfig, description="LLM inference.")
     racks: dict[str, RackConfig] = Field(default_factory=dict, description="Racks with budgets.")
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig, description="Metrics and alerts.")
     users: list[UserConfig] = Field(default_factory=list, description="People who use the cluster.")
     groups: list[GroupConfig] = Field(default_factory=list, description="Their Unix groups.")
 
@@ -326,7 +328,7 @@ class ClusterConfig(_Model):
 
 
 # ---- secrets ------------------------------------------------------------------------------------
-SECRET_KEYS = ("sshPrivateKey", "hfToken", "tlsCertificate", "tlsKey")
+SECRET_KEYS = ("sshPrivateKey", "hfToken", "tlsCertificate", "tlsKey", "alertWebhookUrl")
 # The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
 PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken")
 REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
@@ -340,6 +342,7 @@ class ClusterSecrets:
     hf_token: pulumi.Output[str] | None
     tls_certificate: pulumi.Output[str] | None = None
     tls_key: pulumi.Output[str] | None = None
+    alert_webhook_url: pulumi.Output[str] | None = None
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -418,8 +421,13 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
     hf = cfg.get_secret("hfToken") if cfg.get("hfToken") else None
     cert = cfg.get_secret("tlsCertificate") if cfg.get("tlsCertificate") else None
     tls_key = cfg.get_secret("tlsKey") if cfg.get("tlsKey") else None
+    webhook = cfg.get_secret("alertWebhookUrl") if cfg.get("alertWebhookUrl") else None
     return cluster, ClusterSecrets(
-        ssh_private_key=cfg.require_secret("sshPrivateKey"), hf_token=hf, tls_certificate=cert, tls_key=tls_key
+        ssh_private_key=cfg.require_secret("sshPrivateKey"),
+        hf_token=hf,
+        tls_certificate=cert,
+        tls_key=tls_key,
+        alert_webhook_url=webhook,
     )
 
 

@@ -248,6 +248,14 @@ class SlurmConfig(_Model):
         return self
 
 
+class MonitoringConfig(_Model):
+    """Prometheus and Alertmanager on the Slurm head, exporters and collectors on every host."""
+
+    enabled: bool = Field(default=True, description="Install monitoring.")
+    scrape_interval: str = Field(default="30s", pattern=r"^[1-9][0-9]*[sm]$", description="Scrape interval, e.g. 30s.")
+    retention: str = Field(default="30d", pattern=r"^[1-9][0-9]*[hdwy]$", description="How long metrics are kept.")
+
+
 class K3sConfig(_Model):
     """The k3s cluster."""
 

@@ -116,7 +116,13 @@ class InferenceHost(pulumi.ComponentResource):
                                     image=VLLM_IMAGE,
                                     command=["vllm", "serve"],
                                     args=render.vllm_args(m),
-                                    ports=[k8s.core.v1.ContainerPortArgs(container_port=m.port, name="http")],
+                                    # hostPort: Prometheus on the Slurm head scrapes /metrics at <host>:<port>
+                                    # (the NetworkPolicy admits the head's address, nothing else new)
+                                    ports=[
+                                        k8s.core.v1.ContainerPortArgs(
+                                            container_port=m.port, host_port=m.port, name="http"
+                                        )
+                                    ],
                                     env=env,
                                     resources=k8s.core.v1.ResourceRequirementsArgs(
                                         requests={"cpu": CPU_REQUEST, "memory": memory},

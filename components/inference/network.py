@@ -31,6 +31,7 @@ class NetworkPoliciesArgs(Args):
     controller_port: int = Field(description="The FastChat controller's port.")
     server_address: str = Field(description="The k3s server host (runs the post-deploy check).")
     cluster_subnet: str = Field(description="The cluster's host subnet: models never reach it.")
+    monitor_address: str | None = Field(default=None, description="Prometheus's host: may scrape the models.")
 
 
 def _tcp(ports: list[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
@@ -85,6 +86,11 @@ class NetworkPolicies(pulumi.ComponentResource):
                                 ),
                             ),
                             N.NetworkPolicyPeerArgs(ip_block=N.IPBlockArgs(cidr=f"{args.server_address}/32")),
+                            *(
+                                [N.NetworkPolicyPeerArgs(ip_block=N.IPBlockArgs(cidr=f"{args.monitor_address}/32"))]
+                                if args.monitor_address and args.monitor_address != args.server_address
+                                else []
+                            ),
                         ],
                         ports=_tcp(args.model_ports),
                     )

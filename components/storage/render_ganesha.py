@@ -143,7 +143,7 @@ strip_exports() {{
        skip {{ depth += gsub(/[{{]/, "{{"); depth -= gsub(/[}}]/, "}}"); if (depth == 0) skip = 0; next }}
        {{ print }}'
 }}
-old_rest=$(strip_exports <{GANESHA_CONF} 2>/dev/null || true)
+old_rest=$({{ strip_exports <{GANESHA_CONF}; }} 2>/dev/null || true)
 hpc_put_file {GANESHA_CONF} 0644 0:0
 if hpc_file_changed && systemctl is-active --quiet nfs-ganesha; then
   if [ "$(strip_exports <{GANESHA_CONF})" != "$old_rest" ]; then
@@ -166,6 +166,8 @@ state() {{
   users=$(ss -Hltnp "sport = :{NFS_PORT}")
   if [ -z "$users" ]; then
     echo down
+  elif ! grep -q 'users:' <<<"$users"; then
+    echo unowned  # no process owns the socket yet (a daemon mid-start) or a kernel NFS server
   elif ! grep -q '"ganesha.nfsd"' <<<"$users"; then
     echo "held by $(grep -o 'users:(([^)]*)' <<<"$users" | head -n1)"
   elif export_mgr DisplayExport uint16:{EXPORT_ID} 2>/dev/null | grep -qF 'string "/{volume}"'; then
@@ -186,9 +188,9 @@ why() {{ grep -E ':(CRIT|MAJ|FATAL) :' {GANESHA_LOG} 2>/dev/null | grep -vE 'DBU
   | tail -n2 | cut -d: -f5- | tr '\n' ' '; }}
 settle
 case $now in
-  held*)
-    hpc_fail "port {NFS_PORT} on $(hostname) is $now, not by NFS-Ganesha: stop that service (a kernel NFS server: \
-systemctl disable --now nfs-server)" ;;
+  held* | unowned)
+    hpc_fail "port {NFS_PORT} on $(hostname) is ${{now/unowned/held by the kernel}}, not by NFS-Ganesha: stop that \
+service (a kernel NFS server: systemctl disable --now nfs-server)" ;;
   no-export | down)
     if ! vol=$(gluster --mode=script volume status {volume} 2>&1 >/dev/null); then
       hpc_fail "NFS-Ganesha on $(hostname) cannot serve /{volume}: $vol"

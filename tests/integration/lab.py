@@ -51,6 +51,7 @@ pidfile() {
 }
 alive() {
   local p
+  case $1 in *.timer) [ -e "$state/active-$1" ]; return ;; esac
   p=$(cat "$(pidfile "$1")" 2>/dev/null) || return 1
   [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat")" != Z ]
 }
@@ -60,6 +61,21 @@ launch() {
     nfs-ganesha)
       ganesha.nfsd -L /var/log/ganesha/ganesha.log -f /etc/ganesha/ganesha.conf -p /run/ganesha.pid ;;
     rpcbind) rpcbind -w && pgrep -n -x rpcbind >/run/rpcbind.pid ;;
+    prometheus-node-exporter)
+      setsid prometheus-node-exporter --collector.textfile.directory=/var/lib/prometheus/node-exporter \
+        </dev/null >/run/node-exporter.log 2>&1 & echo $! >/run/prometheus-node-exporter.pid ;;
+    prometheus)
+      # shellcheck disable=SC1091
+      ARGS=""; . /etc/default/prometheus
+      # shellcheck disable=SC2086
+      setsid prometheus --config.file=/etc/prometheus/prometheus.yml \
+        --storage.tsdb.path=/var/lib/prometheus/metrics2 $ARGS </dev/null >/run/prometheus.log 2>&1 &
+      echo $! >/run/prometheus.pid ;;
+    prometheus-alertmanager)
+      setsid prometheus-alertmanager --config.file=/etc/prometheus/alertmanager.yml \
+        --storage.path=/var/lib/prometheus/alertmanager --cluster.listen-address= \
+        </dev/null >/run/alertmanager.log 2>&1 & echo $! >/run/prometheus-alertmanager.pid ;;
+    *.timer) touch "$state/active-$1" ;;  # a timer: the test runs the collector itself
     *) echo "systemctl shim: unknown unit $1" >&2; exit 5 ;;
   esac
 }
@@ -72,6 +88,7 @@ start() {
 }
 stop() {
   alive "$1" || return 0
+  case $1 in *.timer) rm -f "$state/active-$1"; return 0 ;; esac
   kill -TERM "$(cat "$(pidfile "$1")")"
   for _ in $(seq 300); do alive "$1" || return 0; sleep 0.1; done
   echo "systemctl shim: $1 did not stop" >&2
@@ -85,6 +102,7 @@ case $verb in
   start) start "$unit" ;;
   stop) stop "$unit" ;;
   restart) stop "$unit"; start "$unit" ;;
+  reload) alive "$unit" && kill -HUP "$(cat "$(pidfile "$unit")")" ;;
   daemon-reload) ;;
   *) echo "systemctl shim: unsupported: $*" >&2; exit 2 ;;
 esac
@@ -103,7 +121,8 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/sshd /run/gluster /run/lock /run/munge
 for pair in var-lib-glusterd:/var/lib/glusterd log-glusterfs:/var/log/glusterfs \
             var-lib-nfs:/var/lib/nfs log-ganesha:/var/log/ganesha etc-ganesha:/etc/ganesha \
-            shim:/usr/local/bin; do
+            shim:/usr/local/bin var-lib-prometheus:/var/lib/prometheus libexec:/usr/local/libexec; do
+  mkdir -p "${pair#*:}"
   mount --bind "$H/${pair%%:*}" "${pair#*:}"
 done
 cp "$LAB/hosts" /etc/hosts
@@ -214,6 +233,10 @@ class Lab:
             "log-ganesha",
             "etc-ganesha",
             "shim",
+            "var-lib-prometheus/node-exporter",
+            "var-lib-prometheus/metrics2",
+            "var-lib-prometheus/alertmanager",
+            "libexec",
         ):
             (h / sub).mkdir(parents=True, exist_ok=True)
         for pkg_dir in ("groups", "hooks"):

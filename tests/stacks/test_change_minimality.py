@@ -42,10 +42,12 @@ def test_adding_one_worker(base):
         f"{new}-docker",
         f"{new}-mount",
         f"{new}-mount-fstab",
+        f"{new}-exporters",
     }
     assert removed == set()
-    # the head's config, and Gluster's auth.allow, which lists every host; no sibling, no image
-    assert changed == {"head01-slurm-conf", "head01-gres-conf", "gv0-options"}
+    # the head's config, Gluster's auth.allow (it lists every host) and Prometheus's targets;
+    # no sibling, no image
+    assert changed == {"head01-slurm-conf", "head01-gres-conf", "gv0-options", "head01-prometheus"}
 
 
 def test_changing_one_workers_profile(base):

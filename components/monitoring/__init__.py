@@ -1,0 +1,1 @@
+"""Monitoring: Prometheus and Alertmanager on the Slurm head, exporters on every host."""

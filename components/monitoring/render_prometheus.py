@@ -1,0 +1,100 @@
+"""Prometheus and Alertmanager configuration, rendered from the ``MonitoringSpec``.
+
+Scrape jobs: ``node`` (every host: node exporter, and through its textfile collector the NVMe
+wear, Gluster, NFS-probe and Slurm collectors), ``ipmi`` (hosts with a BMC: inlet/exhaust
+temperature, fans, PSU power), ``dcgm`` (GPU hosts), ``vllm`` (each model server's ``/metrics``)
+and ``prometheus`` itself. Every target carries ``host`` (and ``rack``) labels, so alerts and
+dashboards name machines as the stack does, never by address.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from components.monitoring.spec import (
+    ALERTMANAGER_PORT,
+    DCGM_PORT,
+    IPMI_PORT,
+    NODE_PORT,
+    PROMETHEUS_PORT,
+    HostTarget,
+    MonitoringSpec,
+)
+
+RULE_FILE = "/etc/prometheus/hpc-rules.yml"
+HEADER = "# Managed by hpc-cluster (Pulumi): components/monitoring/render_prometheus.py\n"
+
+
+def _static(hosts: list[HostTarget], port: int) -> list[dict[str, Any]]:
+    out = []
+    for h in hosts:
+        labels = {"host": h.name} | ({"rack": h.rack} if h.rack else {})
+        out.append({"targets": [f"{h.address}:{port}"], "labels": labels})
+    return out
+
+
+def scrape_jobs(spec: MonitoringSpec) -> list[dict[str, Any]]:
+    hosts = list(spec.hosts)
+    jobs: list[dict[str, Any]] = [
+        {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{PROMETHEUS_PORT}"]}]},
+        {"job_name": "node", "static_configs": _static(hosts, NODE_PORT)},
+    ]
+    if bmc := [h for h in hosts if h.bmc]:
+        jobs.append({"job_name": "ipmi", "static_configs": _static(bmc, IPMI_PORT)})
+    if gpu := [h for h in hosts if h.gpus]:
+        jobs.append({"job_name": "dcgm", "static_configs": _static(gpu, DCGM_PORT)})
+    if spec.models:
+        jobs.append(
+            {
+                "job_name": "vllm",
+                "metrics_path": "/metrics",
+                "static_configs": [
+                    {"targets": [f"{m.address}:{m.port}"], "labels": {"host": m.host, "model": m.name}}
+                    for m in spec.models
+                ],
+            }
+        )
+    return jobs
+
+
+def prometheus_config(spec: MonitoringSpec) -> str:
+    doc = {
+        "global": {
+            "scrape_interval": spec.scrape_interval,
+            "evaluation_interval": spec.scrape_interval,
+            "external_labels": {"cluster": spec.cluster},
+        },
+        "rule_files": [RULE_FILE],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{ALERTMANAGER_PORT}"]}]}]},
+        "scrape_configs": scrape_jobs(spec),
+    }
+    return HEADER + yaml.safe_dump(doc, sort_keys=False)
+
+
+def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None) -> str:
+    """Every alert to the site's webhook (a secret: this text is only ever a secret Output), critical
+    ones repeated hourly; without a webhook, alerts are kept in Alertmanager's UI only."""
+    receiver: dict[str, Any] = {"name": "cluster-admins"}
+    if webhook_url:
+        receiver["webhook_configs"] = [{"url": webhook_url, "send_resolved": True}]
+    doc = {
+        "route": {
+            "receiver": "cluster-admins",
+            "group_by": ["alertname", "host"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": [{"matchers": ['severity="critical"'], "receiver": "cluster-admins", "repeat_interval": "1h"}],
+        },
+        "inhibit_rules": [
+            {  # a host that is down explains every other alert of that host
+                "source_matchers": ['alertname="HostDown"'],
+                "target_matchers": ['alertname!="HostDown"'],
+                "equal": ["host"],
+            }
+        ],
+        "receivers": [receiver],
+    }
+    return HEADER + yaml.safe_dump(doc, sort_keys=False)

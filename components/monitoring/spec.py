@@ -1,0 +1,76 @@
+"""What monitoring watches, derived from the stack: targets, racks, thresholds and their sources.
+
+Every threshold an alert uses is here, with where it comes from; the alert rules
+(``components.monitoring.rules``) and the README's alert table read them from this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Ports (Debian's defaults for each exporter; DCGM exporter's own default).
+NODE_PORT = 9100
+IPMI_PORT = 9290
+DCGM_PORT = 9400
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+# node exporter's textfile collector directory on Debian: collectors write <name>.prom there.
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float
+    unit: str
+    source: str
+
+
+THRESHOLDS: dict[str, Threshold] = {
+    "inlet_c": Threshold(22, "°C", "spec sheet (EPYC 9452P): ambient intake must stay below 22 °C"),
+    "internal_ambient_c": Threshold(
+        35, "°C", "ML-PROD-V4 sheet, 5.1: internal ambient above 35 °C degrades SSDs and capacitors"
+    ),
+    "gpu_temp_c": Threshold(
+        85, "°C", "assumption: a margin below the A100/H100 slowdown temperature (about 87-90 °C, nvidia-smi -q)"
+    ),
+    "nvme_wear_ratio": Threshold(0.8, "ratio", "issue 16 / ML-PROD-V4 sheet 5.4: predict NVMe end of life (80 % used)"),
+    "model_ttft_p95_s": Threshold(
+        2.0, "s", "assumption: p95 time to first token above 2 s makes the chat UI feel broken"
+    ),
+    "drained_hours": Threshold(6, "h", "assumption: a drain that outlives a working day is forgotten"),
+    "nfs_probe_stale_s": Threshold(600, "s", "the probe runs every 2 min; 5 missed runs"),
+}
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    name: str
+    address: str
+    rack: str | None = None
+    gpus: int = 0
+    bmc: bool = False  # has a BMC the IPMI exporter reads (every server profile; not a Pi)
+    storage: bool = False
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    name: str
+    host: str
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
+class MonitoringSpec:
+    cluster: str
+    head: str
+    hosts: tuple[HostTarget, ...]
+    models: tuple[ModelTarget, ...] = ()
+    rack_budgets_w: dict[str, int] = field(default_factory=dict)
+    scrape_interval: str = "30s"
+    retention: str = "30d"
+    volume: str = "gv0"
+    mount_point: str = "/srv/gfsv"
+    nfs_server: str = ""
+    nfs_pseudo: str = "/gv"
+    webhook: bool = False  # an Alertmanager webhook receiver is configured (its URL is a secret)

@@ -1,0 +1,68 @@
+"""Composition of the monitoring tier: the ``MonitoringSpec`` from the stack config, and the
+component wired to the hosts, the mounts (the NFS probe) and the Slurm head container."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pulumi
+
+from components.monitoring.component import Monitoring, MonitoringArgs
+from components.monitoring.spec import HostTarget, ModelTarget, MonitoringSpec
+from components.slurm.steps import HEAD_CONTAINER
+from stacks.config import ClusterConfig, ClusterSecrets, Role
+
+if TYPE_CHECKING:
+    from stacks.cluster import Access, Cluster
+
+
+def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
+    by_name = {h.name: h for h in cfg.hosts}
+    gateway = cfg.ganesha_hosts[0]
+    return MonitoringSpec(
+        cluster=cfg.slurm.cluster_name,
+        head=cfg.slurm_head.name,
+        hosts=tuple(
+            HostTarget(
+                name=h.name,
+                address=str(h.address),
+                rack=h.rack,
+                gpus=h.hardware.gpus.count if h.hardware.gpus else 0,
+                bmc=h.hardware.bmc,
+                storage=h.has(Role.STORAGE),
+            )
+            for h in cfg.hosts
+        ),
+        models=tuple(ModelTarget(m.name, m.host, str(by_name[m.host].address), m.port) for m in cfg.inference.models),
+        rack_budgets_w={name: r.power_budget_w for name, r in cfg.racks.items()},
+        scrape_interval=cfg.monitoring.scrape_interval,
+        retention=cfg.monitoring.retention,
+        volume=cfg.storage.volume,
+        mount_point=cfg.storage.mount_point,
+        nfs_server=str(gateway.address),
+        nfs_pseudo=cfg.storage.export_pseudo,
+        webhook=False,
+    )
+
+
+def build_monitoring(cfg: ClusterConfig, secrets: ClusterSecrets, access: Access, cluster: Cluster) -> None:
+    if not cfg.monitoring.enabled:
+        return
+    spec = spec_of(cfg)
+    after: dict[str, list[pulumi.Resource]] = {name: [m.mount] for name, m in cluster.mounts.items()}
+    if cluster.slurm_head is not None:
+        after.setdefault(spec.head, []).append(cluster.slurm_head.container)
+    if secrets.alert_webhook_url is None:
+        pulumi.log.warn("hpc:alertWebhookUrl is not set: alerts are shown in Alertmanager only, nobody is paged")
+    Monitoring(
+        "monitoring",
+        MonitoringArgs(
+            spec=spec,
+            hosts={h.name: access.ssh(h) for h in cfg.hosts},
+            after=after,
+            probe_url=f"nfs://{spec.nfs_server}{spec.nfs_pseudo}",
+            storage_cli_host=cfg.storage_cli_host.name,
+            slurm_container=HEAD_CONTAINER,
+            webhook_url=secrets.alert_webhook_url,
+        ),
+    )
