@@ -642,6 +642,34 @@ def test_rotating_the_munge_key_restarts_the_containers_and_the_cluster_works(cl
     labmod.wait_until(lambda: ssh_login(cluster, "alice", "sinfo -h -o %P").returncode == 0, "the login node", 120)
 
 
+def test_the_slurm_collector_reports_node_states_and_a_drain(cluster, tmp_path):
+    """components/monitoring/collectors/slurm_metrics.sh against the real head container."""
+    from components.monitoring.steps import COLLECTORS
+
+    env = {**os.environ, "DOCKER_HOST": f"unix://{cluster.daemons['head'].sock}"}
+    out = tmp_path / "slurm.prom"
+
+    def collect() -> str:
+        proc = subprocess.run(["bash", str(COLLECTORS / "slurm_metrics.sh"), "slurm-head", str(out)],
+                              env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return out.read_text()
+
+    text = collect()
+    assert "hpc_slurm_up 1" in text
+    for node in ("w1", "w2", "c1"):
+        assert f'hpc_slurm_node_down{{node="{node}",state="idle"}} 0' in text, text
+        assert f'hpc_slurm_node_drained{{node="{node}"}} 0' in text
+    assert 'hpc_slurm_node_gpus{node="w1"} 2' in text and 'hpc_slurm_node_gpus{node="c1"} 0' in text
+    rc, msg = cluster.in_head("scontrol update nodename=c1 state=drain reason=collector-test")
+    assert rc == 0, msg
+    try:
+        labmod.wait_until(lambda: 'hpc_slurm_node_drained{node="c1"} 1' in collect(), "c1 drained in the metrics", 30)
+    finally:
+        cluster.in_head("scontrol update nodename=c1 state=resume")
+    labmod.wait_until(lambda: 'hpc_slurm_node_drained{node="c1"} 0' in collect(), "c1 back", 30)
+
+
 def test_docker_reports_every_container_healthy(cluster):
     for host, name in (("head", "slurm-head"), ("w1", "slurm-worker"), ("w2", "slurm-worker")):
         labmod.wait_until(lambda h=host, n=name: cluster.daemons[h].health(n) == "healthy", f"{host} healthy", 90)

@@ -18,7 +18,7 @@ tmp=$(mktemp "$(dirname "$out")/.slurm.XXXXXX")
     down=0 drained=0
     case "$base" in down | fail | failg) down=1 ;; esac
     case "$base" in drain | drng) drained=1 ;; esac
-    gpus=$(grep -o 'gpu[^,]*' <<<"$gres" | grep -o '[0-9]*$' | head -n1 || true)
+    gpus=$(grep -o 'gpu[^,(]*' <<<"$gres" | head -n1 | grep -o '[0-9]*$' || true)  # gpu:a100:2(S:0)
     echo "hpc_slurm_node_down{node=\"$node\",state=\"$base\"} $down"
     echo "hpc_slurm_node_drained{node=\"$node\"} $drained"
     echo "hpc_slurm_node_gpus{node=\"$node\"} ${gpus:-0}"
@@ -29,7 +29,7 @@ tmp=$(mktemp "$(dirname "$out")/.slurm.XXXXXX")
     echo "hpc_slurm_jobs{state=\"${s,,}\"} $n"
   done
   echo "# TYPE hpc_slurm_gpus_allocated gauge"
-  alloc=$(docker exec "$container" squeue -h -t RUNNING -o '%b' 2>/dev/null | grep -o 'gpu[^,]*' | grep -o '[0-9]*$' | awk '{ s += $1 } END { print s + 0 }' || true)
+  alloc=$(docker exec "$container" squeue -h -t RUNNING -o '%b' 2>/dev/null | grep -o 'gpu[^,(]*' | grep -o '[0-9]*$' | awk '{ s += $1 } END { print s + 0 }' || true)
   echo "hpc_slurm_gpus_allocated ${alloc:-0}"
 } > "$tmp"
 chmod 0644 "$tmp"
