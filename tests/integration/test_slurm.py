@@ -535,12 +535,12 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     after = {r.urn: r for r in bigger.result.resources}
     changed = sorted(after[u].name for u in before.keys() & after.keys() if after[u].inputs != before[u].inputs)
     # the head's Slurm files; the storage allow-lists (Gluster auth.allow, Ganesha Clients: every host,
-    # the export updated in place)
-    assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-slurm-conf"]
+    # the export updated in place); Prometheus's targets (reloaded, not restarted)
+    assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-prometheus", "head-slurm-conf"]
     added = {after[u].name for u in after.keys() - before.keys()}
     assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-image", "w3-macvlan", "w3-resume",
                      "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file",
-                     "w3-preflight", "w3-preflight-check", "w3-accounts"}  # fmt: skip
+                     "w3-preflight", "w3-preflight-check", "w3-accounts", "w3-exporters"}  # fmt: skip
     pids = {w: cluster.slurmd_pid(w) for w in ("w1", "w2")}
     for name in ("head-slurm-conf", "head-gres-conf"):
         s = bigger.steps[name]
