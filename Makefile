@@ -9,10 +9,10 @@ BASE ?= origin/main
 UP_FLAGS ?=
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test bench engine preview up clean
+.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test bench engine k8s-api preview up clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
 venv: $(VENV)/.installed ## Create .venv with the pinned requirements (about a minute the first time)
 
@@ -53,6 +53,9 @@ bench: venv ## Benchmarks: plan time per resource against a baseline, per size
 
 engine: ## Build the Pulumi CLI, language host and providers from Go modules (cached)
 	bash tools/engine/build.sh
+
+k8s-api: ## Build kube-apiserver, controller-manager, scheduler (the k3s pin's release) and kwok (cached)
+	bash tools/k8s/build.sh
 
 # preview/up use a pulumi already on PATH; else the one `make engine` built (.engine/bin, with
 # PULUMI_HOME=.engine/home): no plugin download, no update check. .venv/bin first for the policy pack.

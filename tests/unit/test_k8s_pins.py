@@ -1,0 +1,32 @@
+"""The Kubernetes control plane `make k8s-api` builds: one release everywhere, the k3s pin's."""
+
+import re
+
+import yaml
+
+from offline import plan
+
+K8S = plan.ROOT / "tools" / "k8s"
+
+
+def env() -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in (K8S / "versions.env").read_text().splitlines() if "=" in line)
+    return {k.strip(): v.strip() for k, v in pairs if not k.startswith("#")}
+
+
+def test_the_wrapper_module_builds_the_release_the_stacks_pin():
+    version = env()["K8S_VERSION"]
+    for stack in ("dev", "prod"):
+        k3s = yaml.safe_load((plan.ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]["hpc:k3s"]["version"]
+        assert k3s.startswith(f"v{version}+k3s"), (stack, k3s)
+    gomod = (K8S / "go.mod").read_text()
+    assert re.search(rf"^require k8s\.io/kubernetes v{re.escape(version)}$", gomod, re.M)
+    assert f"k8s.io/kubernetes v{version} h1:" in (K8S / "go.sum").read_text()
+
+
+def test_every_staging_module_is_replaced_by_its_published_release():
+    version = env()["K8S_VERSION"]
+    staging = "0." + version.split(".", 1)[1]
+    replaces = re.findall(r"^replace (k8s\.io/\S+) => (k8s\.io/\S+) (v\S+)$", (K8S / "go.mod").read_text(), re.M)
+    assert len(replaces) == 28  # every k8s.io module k8s.io/kubernetes requires at v0.0.0
+    assert all(a == b and v == f"v{staging}" for a, b, v in replaces), replaces
