@@ -12,14 +12,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 REQUIRE_INTEGRATION = os.environ.get("HPC_REQUIRE_INTEGRATION") == "1"
+# Tests that need something real (daemons, the engine, a tool such as promtool): CI installs it, so
+# under HPC_REQUIRE_INTEGRATION=1 their skip is a failure, never a pass.
+REAL_MARKERS = ("integration", "engine", "real_tool")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
     report = outcome.get_result()
-    real = item.get_closest_marker("integration") or item.get_closest_marker("engine")
+    real = any(item.get_closest_marker(m) for m in REAL_MARKERS)
     if REQUIRE_INTEGRATION and report.skipped and real:
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.longrepr = f"real-daemon/engine test skipped while HPC_REQUIRE_INTEGRATION=1: {reason}"
+        report.longrepr = f"real-daemon/engine/tool test skipped while HPC_REQUIRE_INTEGRATION=1: {reason}"

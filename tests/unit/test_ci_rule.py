@@ -1,4 +1,4 @@
-"""CI's rule: with HPC_REQUIRE_INTEGRATION=1 a skipped integration or engine test fails the run."""
+"""CI's rule: with HPC_REQUIRE_INTEGRATION=1 a skipped integration, engine or real-tool test fails the run."""
 
 import pytest
 
@@ -15,18 +15,24 @@ def test_needs_a_daemon():
 def test_needs_the_engine():
     pytest.skip("no engine: run make engine")
 
+@pytest.mark.real_tool
+@pytest.mark.skipif(True, reason="promtool is not installed")
+def test_needs_a_tool():
+    pass
+
 def test_plain_skip():
     pytest.skip("not an integration test")
 """
 
 
-@pytest.mark.parametrize(("required", "failed", "skipped"), [("1", 2, 1), ("0", 0, 3)])
-def test_skipped_integration_test_fails_only_when_required(pytester, monkeypatch, required, failed, skipped):
+# A skip in the setup phase (a skipif marker, a fixture) that becomes a failure is an error.
+@pytest.mark.parametrize(("required", "failed", "errors", "skipped"), [("1", 2, 1, 1), ("0", 0, 0, 4)])
+def test_skipped_integration_test_fails_only_when_required(pytester, monkeypatch, required, failed, errors, skipped):
     from tests import conftest
 
     monkeypatch.setattr(conftest, "REQUIRE_INTEGRATION", required == "1")
     pytester.makeconftest("from tests.conftest import pytest_runtest_makereport  # noqa: F401\n")
-    pytester.makeini("[pytest]\nmarkers =\n    integration: real daemons\n    engine: the real CLI\n")
+    pytester.makeini("[pytest]\nmarkers =\n    integration: real daemons\n    engine: the real CLI\n    real_tool: a real tool\n")
     pytester.makepyfile(SKIPPING)
     result = pytester.runpytest_inprocess()
-    result.assert_outcomes(failed=failed, skipped=skipped)
+    result.assert_outcomes(failed=failed, errors=errors, skipped=skipped)

@@ -19,7 +19,10 @@ from components.monitoring.spec import THRESHOLDS, HostTarget, ModelTarget, Moni
 from offline import plan
 from stacks import config, monitoring
 
-pytestmark = pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian: prometheus) is required")
+pytestmark = [
+    pytest.mark.real_tool,
+    pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian: prometheus) is required"),
+]
 
 SPEC = MonitoringSpec(
     cluster="test",
