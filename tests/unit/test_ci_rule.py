@@ -27,7 +27,7 @@ def test_plain_skip():
 
 # A skip in the setup phase (a skipif marker, a fixture) that becomes a failure is an error.
 @pytest.mark.parametrize(("required", "failed", "errors", "skipped"), [("1", 2, 1, 1), ("0", 0, 0, 4)])
-def test_skipped_integration_test_fails_only_when_required(pytester, monkeypatch, required, failed, errors, skipped):
+def test_skipped_real_test_fails_only_when_required(pytester, monkeypatch, required, failed, errors, skipped):
     from tests import conftest
 
     monkeypatch.setattr(conftest, "REQUIRE_INTEGRATION", required == "1")
