@@ -32,7 +32,9 @@ def test_skipped_real_test_fails_only_when_required(pytester, monkeypatch, requi
 
     monkeypatch.setattr(conftest, "REQUIRE_INTEGRATION", required == "1")
     pytester.makeconftest("from tests.conftest import pytest_runtest_makereport  # noqa: F401\n")
-    pytester.makeini("[pytest]\nmarkers =\n    integration: real daemons\n    engine: the real CLI\n    real_tool: a real tool\n")
+    pytester.makeini(
+        "[pytest]\nmarkers =\n    integration: real daemons\n    engine: the real CLI\n    real_tool: a real tool\n"
+    )
     pytester.makepyfile(SKIPPING)
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=failed, errors=errors, skipped=skipped)
