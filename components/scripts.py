@@ -60,6 +60,15 @@ def inline(script_text: str) -> str:
     return script_text.replace(LIBRARY_LINE, shell_library().rstrip(), 1)
 
 
+def put_file(path: str, mode: str, text: str, owner: str = "0:0") -> str:
+    """Script lines that install ``text`` at ``path`` (``hpc_put_file``: only when it differs)
+    from a here-document."""
+    if "\nHPC_FILE_END\n" in f"\n{text}":
+        raise ValueError(f"{path}: content contains the here-document terminator")
+    body = text if not text or text.endswith("\n") else text + "\n"
+    return f"hpc_put_file {sh_quote(path)} {mode} {owner} <<'HPC_FILE_END'\n{body}HPC_FILE_END\n"
+
+
 def no_undo(host: str, step: str) -> str:
     """The delete script of a step that leaves nothing behind to remove."""
     return script(host, f"{step}-delete", 'echo "hpc: nothing to undo"\n')

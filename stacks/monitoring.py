@@ -10,7 +10,7 @@ import pulumi
 from components.monitoring.component import Monitoring, MonitoringArgs
 from components.monitoring.spec import HostTarget, ModelTarget, MonitoringSpec
 from components.slurm.steps import HEAD_CONTAINER
-from stacks.config import ClusterConfig, ClusterSecrets, Role
+from stacks.config import ClusterConfig, ClusterSecrets
 
 if TYPE_CHECKING:
     from stacks.cluster import Access, Cluster
@@ -29,7 +29,6 @@ def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
                 rack=h.rack,
                 gpus=h.hardware.gpus.count if h.hardware.gpus else 0,
                 bmc=h.hardware.bmc,
-                storage=h.has(Role.STORAGE),
             )
             for h in cfg.hosts
         ),
@@ -41,7 +40,6 @@ def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
         mount_point=cfg.storage.mount_point,
         nfs_server=str(gateway.address),
         nfs_pseudo=cfg.storage.export_pseudo,
-        webhook=False,
     )
 
 

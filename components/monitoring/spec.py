@@ -49,7 +49,6 @@ class HostTarget:
     rack: str | None = None
     gpus: int = 0
     bmc: bool = False  # has a BMC the IPMI exporter reads (every server profile; not a Pi)
-    storage: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,4 +72,3 @@ class MonitoringSpec:
     mount_point: str = "/srv/gfsv"
     nfs_server: str = ""
     nfs_pseudo: str = "/gv"
-    webhook: bool = False  # an Alertmanager webhook receiver is configured (its URL is a secret)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from components.monitoring import dashboards
 from components.monitoring.spec import IPMI_PORT, NODE_PORT, TEXTFILE_DIR
-from components.scripts import RemoteScript, script, sh_quote
+from components.scripts import RemoteScript, put_file, script
 
 COLLECTORS = Path(__file__).with_name("collectors")
 LIBEXEC = "/usr/local/libexec/hpc-cluster"
@@ -27,8 +27,10 @@ UNIT_DIR = "/etc/systemd/system"
 DASHBOARD_DIR = "/etc/hpc-cluster/grafana/dashboards"
 
 
-def _put(path: str, mode: str, text: str, owner: str = "0:0") -> str:
-    return f"hpc_put_file {sh_quote(path)} {mode} {owner} <<'HPC_FILE_END'\n{text.rstrip()}\nHPC_FILE_END\n"
+def _step(host: str, name: str, body: str, undo: str) -> RemoteScript:
+    """``<host>-<name>``: its create script and its delete script."""
+    step = f"{host}-{name}"
+    return RemoteScript(step, host, script(host, step, body), script(host, f"{step}-delete", undo))
 
 
 def collector_text(name: str) -> str:
@@ -41,7 +43,8 @@ def _timer(name: str, description: str, command: str, every: str) -> str:
         f"[Unit]\nDescription={description} every {every} (hpc-cluster)\n\n"
         f"[Timer]\nOnBootSec=1min\nOnUnitActiveSec={every}\n\n[Install]\nWantedBy=timers.target\n"
     )
-    return _put(f"{UNIT_DIR}/hpc-{name}.service", "0644", service) + _put(f"{UNIT_DIR}/hpc-{name}.timer", "0644", timer)
+    unit = f"{UNIT_DIR}/hpc-{name}"
+    return put_file(f"{unit}.service", "0644", service) + put_file(f"{unit}.timer", "0644", timer)
 
 
 def exporters(
@@ -71,7 +74,7 @@ def exporters(
     body = [f"hpc_install {' '.join(packages)}", f"hpc_dir {TEXTFILE_DIR} 0755 0:0", f"hpc_dir {LIBEXEC} 0755 0:0"]
     timers = []
     if storage_volume:
-        body.append(_put(f"{LIBEXEC}/gluster_metrics.py", "0755", collector_text("gluster_metrics.py")))
+        body.append(put_file(f"{LIBEXEC}/gluster_metrics.py", "0755", collector_text("gluster_metrics.py")))
         body.append(
             _timer(
                 "gluster-metrics",
@@ -83,7 +86,7 @@ def exporters(
         timers.append("hpc-gluster-metrics.timer")
     if probe:
         mount, url = probe
-        body.append(_put(f"{LIBEXEC}/nfs_probe.sh", "0755", collector_text("nfs_probe.sh")))
+        body.append(put_file(f"{LIBEXEC}/nfs_probe.sh", "0755", collector_text("nfs_probe.sh")))
         body.append(
             _timer(
                 "nfs-probe",
@@ -94,7 +97,7 @@ def exporters(
         )
         timers.append("hpc-nfs-probe.timer")
     if slurm_container:
-        body.append(_put(f"{LIBEXEC}/slurm_metrics.sh", "0755", collector_text("slurm_metrics.sh")))
+        body.append(put_file(f"{LIBEXEC}/slurm_metrics.sh", "0755", collector_text("slurm_metrics.sh")))
         body.append(
             _timer(
                 "slurm-metrics",
@@ -114,13 +117,12 @@ def exporters(
         body.append(
             f'hpc_wait 30 "the IPMI exporter on :{IPMI_PORT}" curl -fsS -o /dev/null http://127.0.0.1:{IPMI_PORT}/metrics'
         )
-    create = script(host, f"{host}-exporters", "\n".join(body) + "\n")
     ours = " ".join(f"{LIBEXEC}/{n}" for n in ("gluster_metrics.py", "nfs_probe.sh", "slurm_metrics.sh"))
     undo = "".join(f"hpc_service_down {t}\n" for t in timers)
     undo += f"rm -f {ours} {UNIT_DIR}/hpc-gluster-metrics.* {UNIT_DIR}/hpc-nfs-probe.* {UNIT_DIR}/hpc-slurm-metrics.*\n"
     undo += f"rm -f {TEXTFILE_DIR}/gluster.prom {TEXTFILE_DIR}/nfs_probe.prom {TEXTFILE_DIR}/slurm.prom\n"
     undo += 'systemctl daemon-reload\nhpc_changed "removed the hpc-cluster collectors (exporter packages kept)"\n'
-    return RemoteScript(f"{host}-exporters", host, create, script(host, f"{host}-exporters-delete", undo))
+    return _step(host, "exporters", "\n".join(body) + "\n", undo)
 
 
 def prometheus(host: str, config: str, rules: str, retention: str) -> RemoteScript:
@@ -161,12 +163,7 @@ hpc_service_up prometheus
         "rm -f /etc/prometheus/hpc-rules.yml\n"
         'echo "hpc: kept /var/lib/prometheus (the metrics history) and /etc/prometheus/prometheus.yml"\n'
     )
-    return RemoteScript(
-        f"{host}-prometheus",
-        host,
-        script(host, f"{host}-prometheus", body),
-        script(host, f"{host}-prometheus-delete", undo),
-    )
+    return _step(host, "prometheus", body, undo)
 
 
 def alertmanager(host: str) -> RemoteScript:
@@ -186,12 +183,7 @@ fi
 hpc_service_up prometheus-alertmanager
 """
     undo = "hpc_service_down prometheus-alertmanager\n"
-    return RemoteScript(
-        f"{host}-alertmanager",
-        host,
-        script(host, f"{host}-alertmanager", body),
-        script(host, f"{host}-alertmanager-delete", undo),
-    )
+    return _step(host, "alertmanager", body, undo)
 
 
 def dashboard_files(host: str) -> RemoteScript:
@@ -201,14 +193,10 @@ def dashboard_files(host: str) -> RemoteScript:
         "apiVersion: 1\nproviders:\n  - name: hpc-cluster\n    type: file\n    disableDeletion: true\n"
         f"    options:\n      path: {DASHBOARD_DIR}\n"
     )
-    body = f"hpc_dir {DASHBOARD_DIR} 0755 0:0\n" + _put(
+    body = f"hpc_dir {DASHBOARD_DIR} 0755 0:0\n" + put_file(
         "/etc/hpc-cluster/grafana/provisioning.yml", "0644", provisioning
     )
-    body += "".join(_put(f"{DASHBOARD_DIR}/{name}", "0644", text) for name, text in sorted(dashboards.files().items()))
+    for name, text in sorted(dashboards.files().items()):
+        body += put_file(f"{DASHBOARD_DIR}/{name}", "0644", text)
     undo = f'rm -rf {DASHBOARD_DIR} /etc/hpc-cluster/grafana/provisioning.yml\nhpc_changed "removed the dashboards"\n'
-    return RemoteScript(
-        f"{host}-dashboards",
-        host,
-        script(host, f"{host}-dashboards", body),
-        script(host, f"{host}-dashboards-delete", undo),
-    )
+    return _step(host, "dashboards", body, undo)

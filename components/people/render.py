@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.scripts import RemoteScript, script, sh_quote
+from components.scripts import RemoteScript, put_file, script, sh_quote
 
 ACCOUNTS_DIR = "/etc/hpc-cluster/accounts"  # on every host; /var/lib/extrausers in the containers
 CONTAINER_ACCOUNTS = "/var/lib/extrausers"
@@ -52,18 +52,14 @@ def shadow(people: tuple[Person, ...]) -> str:
     return "".join(f"{p.name}:*:19000:0:99999:7:::\n" for p in people)
 
 
-def _heredoc(path: str, mode: str, text: str) -> str:
-    return f"hpc_put_file {sh_quote(path)} {mode} 0:0 <<'HPC_FILE_END'\n{text}HPC_FILE_END\n"
-
-
 def host_accounts(host: str, people: tuple[Person, ...], groups: tuple[Group, ...], home_root: str) -> RemoteScript:
     """The account files for the host's containers, and the same users and groups on the host."""
     gids = {g.name: g.gid for g in groups}
     files = (
-        _heredoc(f"{ACCOUNTS_DIR}/passwd", "0644", passwd(people))
-        + _heredoc(f"{ACCOUNTS_DIR}/group", "0644", group(groups, people))
-        + _heredoc(f"{ACCOUNTS_DIR}/shadow", "0640", shadow(people))
-        + "".join(_heredoc(f"{ACCOUNTS_DIR}/keys/{p.name}", "0644", "".join(k + "\n" for k in p.keys)) for p in people)
+        put_file(f"{ACCOUNTS_DIR}/passwd", "0644", passwd(people))
+        + put_file(f"{ACCOUNTS_DIR}/group", "0644", group(groups, people))
+        + put_file(f"{ACCOUNTS_DIR}/shadow", "0640", shadow(people))
+        + "".join(put_file(f"{ACCOUNTS_DIR}/keys/{p.name}", "0644", "".join(k + "\n" for k in p.keys)) for p in people)
     )
     def all_gids(p: Person) -> str:
         return ",".join(str(g) for g in sorted({p.gid, *(gids[n] for n in p.groups)}))
