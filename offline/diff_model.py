@@ -14,8 +14,8 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -49,9 +49,10 @@ class Snapshot:
     def resources(self) -> dict[str, dict[str, Any]]:
         return {r["urn"]: r for r in self.doc.get("resources", [])}
 
-    def hosts(self) -> set[str]:
+    @cached_property
+    def hosts(self) -> frozenset[str]:
         """The hosts this plan runs steps on (its rendered file tree)."""
-        return {p.split("/")[1] for p in self.files if p.startswith("hosts/")}
+        return frozenset(p.split("/")[1] for p in self.files if p.startswith("hosts/"))
 
 
 @dataclass
@@ -147,9 +148,7 @@ def _renamed(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _host_of(r: dict[str, Any], names: set[str]) -> str:
-    view = SimpleNamespace(type=r["type"], provider=r.get("provider"), inputs=r.get("inputs", {}))
-    about, _ = per_host.placement(view, names)  # type: ignore[arg-type]
-    return about
+    return per_host.locate(r["type"], r.get("provider"), r.get("inputs", {}), names)[0]
 
 
 def _file_host(path: str, files: dict[str, str], names: set[str]) -> str:
@@ -175,22 +174,22 @@ def _fence(body: str) -> str:
     return f"{ticks}diff\n{body.rstrip()}\n{ticks}"
 
 
-def _sibling(path: str, text: str, base: dict[str, str], host: str) -> tuple[str, str, str] | None:
+def _sibling(path: str, text: str, base: Snapshot, host: str) -> tuple[str, str, str] | None:
     """The base file of another host that this added file is most like: (its path, that host,
     its text with the names substituted)."""
     best: tuple[float, str, str, str] | None = None
-    for other in sorted({p.split("/")[1] for p in base if p.startswith("hosts/")} - {host}):
+    for other in sorted(base.hosts - {host}):
         candidate = path.replace(host, other)
-        if candidate not in base:
+        if candidate not in base.files:
             continue
-        like = base[candidate].replace(other, host)
+        like = base.files[candidate].replace(other, host)
         ratio = difflib.SequenceMatcher(None, like, text, autojunk=False).quick_ratio()
         if best is None or ratio > best[0]:
             best = (ratio, candidate, other, like)
     return (best[1], best[2], best[3]) if best and best[0] > 0.6 else None
 
 
-def file_block(path: str, before: str | None, after: str | None, base: dict[str, str], host: str) -> str:
+def file_block(path: str, before: str | None, after: str | None, base: Snapshot, host: str) -> str:
     """One changed file as a collapsed Markdown block."""
     title = f"<details><summary><code>{path}</code>"
     if after is None:
@@ -210,7 +209,7 @@ def file_block(path: str, before: str | None, after: str | None, base: dict[str,
 
 def compare(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> StackDiff:
     b, h = base.resources, head.resources
-    names = set(base.hosts()) | set(head.hosts())
+    names = set(base.hosts | head.hosts)
     changes: list[Change] = [Change("add", h[u]) for u in sorted(h.keys() - b.keys())]
     changes += [Change("remove", b[u]) for u in sorted(b.keys() - h.keys())]
     for urn in sorted(b.keys() & h.keys()):
@@ -234,8 +233,8 @@ def compare(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> StackD
 
     def section(name: str) -> HostSection:
         if name not in sections:
-            status = "new" if name not in base.hosts() and name in head.hosts() else "changed"
-            status = "removed" if name in base.hosts() and name not in head.hosts() else status
+            status = "new" if name not in base.hosts and name in head.hosts else "changed"
+            status = "removed" if name in base.hosts and name not in head.hosts else status
             sections[name] = HostSection(name, status)
         return sections[name]
 
@@ -244,7 +243,7 @@ def compare(base: Snapshot, head: Snapshot, stack: str, base_ref: str) -> StackD
     for path in sorted(p for p in base.files.keys() | head.files.keys() if base.files.get(p) != head.files.get(p)):
         before, after = base.files.get(path), head.files.get(path)
         host = _file_host(path, head.files if after is not None else base.files, names)
-        section(host).files.append((path, file_block(path, before, after, base.files, host)))
+        section(host).files.append((path, file_block(path, before, after, base, host)))
     order = {n: i for i, n in enumerate(sorted(names))}
     ordered = sorted(sections.values(), key=lambda s: (s.status != "new", order.get(s.name, len(order)), s.name))
     policies = [f"- **{p['level']}** `{p['policy']}`: {p['message']}" for p in head.policies]

@@ -38,31 +38,36 @@ def stack_hosts(result: PlanRun) -> list[dict[str, Any]]:
     return [h for h in hosts if isinstance(h, dict) and isinstance(h.get("name"), str)]
 
 
-def _script(r: Record) -> dict[str, str]:
-    create = plain(r.inputs.get("create"))
+def _script(inputs: dict[str, Any]) -> dict[str, str]:
+    create = plain(inputs.get("create"))
     return scripts.headers(scripts.unwrap(create)) if isinstance(create, str) else {}
 
 
-def placement(r: Record, names: set[str]) -> tuple[str, str | None]:
-    """(the host a resource is about, the host it runs on when that differs)."""
-    if r.type == "command:remote:Command":
-        head = _script(r)
+def locate(type_: str, provider: str | None, inputs: dict[str, Any], names: set[str]) -> tuple[str, str | None]:
+    """(the host a resource is about, the host it runs on when that differs), from its type,
+    provider and inputs (a recorded resource or its view in plan.json)."""
+    if type_ == "command:remote:Command":
+        head = _script(inputs)
         runs_on = head.get("host", CLUSTER)
         about = head.get("runs-for", runs_on)
         return (about, runs_on if runs_on != about else None)
-    if r.provider and r.provider.startswith("urn:") and "pulumi:providers:docker::" in r.provider:
-        host = r.provider.rsplit("::", 1)[1].removesuffix("-docker")
+    if provider and provider.startswith("urn:") and "pulumi:providers:docker::" in provider:
+        host = provider.rsplit("::", 1)[1].removesuffix("-docker")
         if host in names:
             return host, None
-    if r.type.startswith("kubernetes:"):
-        spec = plain(r.inputs.get("spec")) or {}
+    if type_.startswith("kubernetes:"):
+        spec = plain(inputs.get("spec")) or {}
         selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
         if selector.get(HOSTNAME_LABEL) in names:
             return selector[HOSTNAME_LABEL], None
-        meta = plain(r.inputs.get("metadata")) or {}
-        if r.type.endswith("NodePatch") and meta.get("name") in names:
+        meta = plain(inputs.get("metadata")) or {}
+        if type_.endswith("NodePatch") and meta.get("name") in names:
             return meta["name"], None
     return CLUSTER, None
+
+
+def placement(r: Record, names: set[str]) -> tuple[str, str | None]:
+    return locate(r.type, r.provider, r.inputs, names)
 
 
 def gpu_use(r: Record) -> tuple[str, list[str]] | None:
@@ -88,7 +93,7 @@ def _describe(r: Record, runs_on: str | None) -> str:
     elif r.type == "docker:index/image:Image":
         build = plain(r.inputs.get("build")) or {}
         extra = f"  builds {build.get('dockerfile')} ({build.get('platform')})"
-    elif (held := _script(r).get("stateful")) is not None:
+    elif (held := _script(r.inputs).get("stateful")) is not None:
         extra = f"  holds {held}"
     if runs_on:
         extra += f"  (runs on {runs_on})"

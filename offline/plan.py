@@ -112,7 +112,6 @@ def artifacts(result: PlanRun, program_dir: Path = ROOT) -> dict[str, str]:
             head = scripts.headers(body)
             host = head.get("host", "unknown-host")
             files[f"hosts/{host}/steps/{r.name}.sh"] = scripts.outline(body)
-            files["shell/lib.sh"] = scripts.shell_library()
             delete = plain(r.inputs.get("delete"))
             if isinstance(delete, str):
                 files[f"hosts/{host}/steps/{r.name}.delete.sh"] = scripts.outline(scripts.unwrap(delete))
@@ -130,6 +129,8 @@ def artifacts(result: PlanRun, program_dir: Path = ROOT) -> dict[str, str]:
             if build.get("context") and context.is_dir():
                 for path in sorted(p for p in context.rglob("*") if p.is_file()):
                     files[f"images/{path.relative_to(program_dir / 'images').as_posix()}"] = path.read_text()
+    if any(path.startswith("hosts/") and "/steps/" in path for path in files):
+        files["shell/lib.sh"] = scripts.shell_library()  # once: each step shows scripts.LIBRARY_LINE
     return files
 
 

@@ -49,14 +49,15 @@ class Monitoring(pulumi.ComponentResource):
         head = args.hosts[spec.head]
         after = pulumi.ResourceOptions(parent=self, depends_on=exporters)
         alert_step = steps.alertmanager(spec.head)
-        if args.webhook_url is not None:
-            am_config = args.webhook_url.apply(lambda url: render_prometheus.alertmanager_config(spec, url))
-            alertmanager = remote.run(alert_step.step, head, alert_step, stdin=pulumi.Output.secret(am_config),
-                                      secret_stdin=True, opts=after)  # fmt: skip
-        else:
-            alertmanager = remote.run(
-                alert_step.step, head, alert_step, stdin=render_prometheus.alertmanager_config(spec, None), opts=after
-            )
+        webhook = args.webhook_url
+        am_config: pulumi.Input[str] = (
+            render_prometheus.alertmanager_config(spec, None)
+            if webhook is None  # with a webhook the config holds its URL: a secret end to end
+            else pulumi.Output.secret(webhook.apply(lambda url: render_prometheus.alertmanager_config(spec, url)))
+        )
+        alertmanager = remote.run(
+            alert_step.step, head, alert_step, stdin=am_config, secret_stdin=webhook is not None, opts=after
+        )
         prom = steps.prometheus(
             spec.head, render_prometheus.prometheus_config(spec), rules.rule_file(spec), spec.retention
         )
