@@ -124,16 +124,17 @@ def problems(e: ValidationError, raw: Mapping[str, Any], root: type[BaseModel]) 
         if kind == "extra_forbidden" and tokens:
             parent, bad = tuple(tokens[:-1]), str(tokens[-1])
             twins = [str(m) for p, m in missing if p == parent]
+            model = model_at(root, list(parent))
+            known = keys_of(model) if model else []
+            # a misspelt key's twin is reported "missing" too: prefer it, and drop that report
             close = difflib.get_close_matches(bad, twins, n=1, cutoff=0.6)
             if close:
                 answered.add((parent, close[0]))
             else:
-                model = model_at(root, list(parent))
-                close = difflib.get_close_matches(bad, keys_of(model), n=1, cutoff=0.6) if model else []
+                close = difflib.get_close_matches(bad, known, n=1, cutoff=0.6)
             if close:
                 message = f"unknown config key; did you mean {close[0]!r}?"
             else:
-                known = keys_of(model) if (model := model_at(root, list(parent))) else []
                 message = "unknown config key" + (f"; known keys: {', '.join(known)}" if known else "")
         elif kind == "missing":
             message = "required config key is missing"

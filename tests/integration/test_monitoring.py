@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import urllib.parse
 
 import pytest
 
@@ -44,8 +45,7 @@ def prom(lab, path: str) -> dict:
 
 def query(lab, expr: str) -> dict[str, float]:
     """Instant query: {brick or host label: value}."""
-    data = prom(lab, "/api/v1/query?query=" + expr.replace(" ", "%20").replace('"', "%22").replace("{", "%7B")
-                .replace("}", "%7D").replace("=", "%3D"))["data"]["result"]  # fmt: skip
+    data = prom(lab, "/api/v1/query?query=" + urllib.parse.quote(expr))["data"]["result"]
     return {r["metric"].get("brick") or r["metric"].get("host", ""): float(r["value"][1]) for r in data}
 
 
