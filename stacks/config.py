@@ -272,7 +272,9 @@ class ClusterConfig(_Model):
                         f"model {m.name} would use GPU {slurms[0]} of {name}, which Slurm owns "
                         f"(hpc:hosts[{name}].inferenceGpus lists {list(serving)})",
                     )
-            problems = capacity.check_host([m.load() for m in placed], gpus.count, gpus.memory_mib * 1024 * 1024)
+            hw = self.host(name).hardware
+            loads = [m.load() for m in placed]
+            problems = capacity.check_host(loads, gpus.count, gpus.memory_mib * 1024 * 1024, hw.cpus, hw.memory_mib)
             for p in problems:
                 yield (f"inference.models[{index[p.model]}].{p.field}", p.message)
 

@@ -11,11 +11,15 @@ fails when the model starts. This model checks it when the stack is validated:
 * overhead per GPU = 1 GiB (CUDA context, activations under profiling) + 0.5 GiB for CUDA graphs
   unless ``enforce_eager``;
 * per GPU, the fractions of the models placed on it must stay at or below 1 - ``GPU_HEADROOM``:
-  5 % is kept for what vLLM does not count (other processes' CUDA contexts, fragmentation).
+  5 % is kept for what vLLM does not count (other processes' CUDA contexts, fragmentation);
+* per host, the model pods' CPU and memory requests (what the Kubernetes scheduler reserves) must
+  fit the host: its threads and its memory less the kubelet's default eviction reserve (100 MiB).
+  Else the scheduler leaves a model Pending ("Insufficient memory"), proven on a real scheduler.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -24,6 +28,15 @@ OVERHEAD_BYTES = 1 * GIB
 CUDA_GRAPH_BYTES = GIB // 2
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+MODEL_CPU_REQUEST = 4  # CPUs a model pod requests (its limit is twice that)
+HOST_MEMORY_BASE_GIB = 8  # host memory beyond the weights, which pass through it while loading
+HOST_MEMORY_MIN_GIB = 16
+KUBELET_EVICTION_MIB = 100  # the kubelet's default eviction-hard memory.available<100Mi
+
+
+def host_memory_gib(weight_gib: float) -> int:
+    """Host memory a model pod requests (and is limited to), from its weights' size."""
+    return max(HOST_MEMORY_MIN_GIB, math.ceil(weight_gib) + HOST_MEMORY_BASE_GIB)
 
 
 @dataclass(frozen=True)
@@ -105,9 +118,16 @@ class Problem:
     message: str
 
 
-def check_host(models: list[ModelLoad], gpu_count: int, gpu_memory_bytes: float) -> list[Problem]:
-    """Every capacity problem of the models placed on one host's GPUs."""
-    problems: list[Problem] = []
+def check_host(
+    models: list[ModelLoad],
+    gpu_count: int,
+    gpu_memory_bytes: float,
+    cpus: int | None = None,
+    memory_mib: int | None = None,
+) -> list[Problem]:
+    """Every capacity problem of the models placed on one host: its GPUs, and its CPUs and
+    memory when given."""
+    problems = [] if cpus is None or memory_mib is None else check_host_resources(models, cpus, memory_mib)
     per_gpu: dict[int, list[ModelLoad]] = {}
     for m in models:
         if m.tensor_parallel_size > gpu_count:
@@ -159,4 +179,33 @@ def check_host(models: list[ModelLoad], gpu_count: int, gpu_memory_bytes: float)
                     f"{limit:.2f} (1 - {GPU_HEADROOM} headroom)",
                 )
             )
+    return problems
+
+
+def check_host_resources(models: list[ModelLoad], cpus: int, memory_mib: int) -> list[Problem]:
+    """The model pods' requests against what the scheduler can give on the host."""
+    if not models:
+        return []
+    last = models[-1].name
+    problems = []
+    memory = sum(host_memory_gib(m.weight_bytes / GIB) for m in models)
+    allocatable = (memory_mib - KUBELET_EVICTION_MIB) / 1024
+    if memory > allocatable:
+        problems.append(
+            Problem(
+                last,
+                "host",
+                f"model {last}: the {len(models)} models on this host request {memory} GiB of host "
+                f"memory but it has {allocatable:.1f} GiB to give (the scheduler would leave one Pending)",
+            )
+        )
+    if MODEL_CPU_REQUEST * len(models) > cpus:
+        problems.append(
+            Problem(
+                last,
+                "host",
+                f"model {last}: the {len(models)} models on this host request "
+                f"{MODEL_CPU_REQUEST * len(models)} CPUs but it has {cpus} (the scheduler would leave one Pending)",
+            )
+        )
     return problems

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components.base import Args
-from components.inference import render
+from components.inference import capacity, render
 from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET, KEY_DIGEST_ANNOTATION
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
 SHM_SIZE = "16Gi"
 CAPACITY_ANNOTATION = "capacity.hpc-cluster.io"
-CPU_REQUEST, CPU_LIMIT = "4", "8"
-HOST_MEMORY_BASE_GIB = 8  # beyond the weights, which pass through host memory while loading
+CPU_REQUEST, CPU_LIMIT = str(capacity.MODEL_CPU_REQUEST), str(2 * capacity.MODEL_CPU_REQUEST)
 SCRATCH_MOUNT, SCRATCH_SIZE = "/tmp", "8Gi"
 # The uid root squash gives the NFS CSI driver's directories, so the model cache on the RWX volume
 # is writable without root; any non-root uid works where the site's export maps ids otherwise.
@@ -60,7 +57,7 @@ class InferenceHost(pulumi.ComponentResource):
         self.deployments = {}
         for m in args.models:
             labels = {"app": m.name, "hpc-cluster.io/model": m.name}
-            memory = f"{max(16, math.ceil(args.weight_gib[m.name]) + HOST_MEMORY_BASE_GIB)}Gi"
+            memory = f"{capacity.host_memory_gib(args.weight_gib[m.name])}Gi"
             env = [
                 k8s.core.v1.EnvVarArgs(name="HF_HOME", value=render.MODEL_CACHE_MOUNT),
                 # the root filesystem is read-only: everything vLLM writes besides the cache goes to /tmp

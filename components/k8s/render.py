@@ -28,7 +28,8 @@ def server_config(host: str, address: str) -> str:
         f"token-file: {TOKEN_FILE}\n"
         'write-kubeconfig-mode: "0600"\n'
         f"tls-san:\n  - {address}\n"
-        "disable:\n  - traefik\n"
+        # k3s's bundled Traefik (and its CRDs, ServiceLB on ports 80/443) stays on: the web UI and
+        # the model APIs are exposed through its Ingresses and Middlewares (inference/exposure.py)
     )
 
 

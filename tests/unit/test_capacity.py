@@ -2,7 +2,15 @@
 
 import pytest
 
-from components.inference.capacity import GIB, GPU_HEADROOM, ModelLoad, check_host
+from components.inference.capacity import (
+    GIB,
+    GPU_HEADROOM,
+    KUBELET_EVICTION_MIB,
+    ModelLoad,
+    check_host,
+    check_host_resources,
+    host_memory_gib,
+)
 from offline import plan
 from stacks.config import ConfigError
 
@@ -104,4 +112,32 @@ def test_dev_stack_capacity_errors_name_the_model(models, key, fragment):
     with pytest.raises(ConfigError) as err:
         plan.run("dev", {"hpc:inference": inference})
     assert any(k == key and fragment in m for k, m in err.value.problems), str(err.value)
+    assert err.value.registered == []
+
+
+def test_model_pods_fit_the_hosts_cpus_and_memory():
+    five = notes_five([0, 0, 1, 1, 1])
+    need = sum(host_memory_gib(m.weight_bytes / GIB) for m in five)
+    assert need == 23 + 24 + 22 + 16 + 16  # weights (GiB, rounded up) + 8, at least 16
+    assert check_host_resources(five, 20, need * 1024 + KUBELET_EVICTION_MIB) == []
+    (short,) = check_host_resources(five, 20, need * 1024 + KUBELET_EVICTION_MIB - 1)
+    assert short.model == "stablelm" and short.field == "host" and f"request {need} GiB" in short.message
+    (cpus,) = check_host_resources(five, 19, 10**7)
+    assert "request 20 CPUs but it has 19" in cpus.message
+
+
+def test_dev_stack_refuses_a_host_too_small_for_its_models():
+    import copy
+
+    import yaml
+
+    hosts = copy.deepcopy(yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]["hpc:hosts"])
+    gpu1 = next(h for h in hosts if h["name"] == "gpu1")
+    gpu1["overrides"] = {"memoryMib": 64 * 1024}
+    with pytest.raises(ConfigError) as err:
+        plan.run("dev", {"hpc:hosts": hosts})
+    assert any(
+        k == "hpc:inference.models[stablelm-1-6b].host" and "request 101 GiB of host memory" in m
+        for k, m in err.value.problems
+    ), str(err.value)
     assert err.value.registered == []
