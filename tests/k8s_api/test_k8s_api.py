@@ -1,0 +1,407 @@
+"""The k3s tier against a real Kubernetes API (v1.31.4, the k3s pin's release): every object the
+plan records for dev and prod applied server-side, scheduled by the real scheduler onto kwok
+nodes that register as the stack's k3s hosts would, rolled out by the real controllers.
+
+What stands in for what cannot run here: kwok for the kubelets (pods go Running/Ready with an IP;
+no container runs), the PV the NFS CSI provisioner would create (its Helm chart cannot be
+fetched), and Traefik's CRDs from its Go module (what k3s's traefik-crd chart installs, unless the
+server config disables Traefik).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import yaml
+
+from components.inference import capacity
+from offline import plan
+from offline.stack_file import read as read_stack
+from stacks import config as cfgmod
+
+from . import objects
+from .cluster import K8S, Api, ApiError, ControlPlane, binaries_missing, wait_for
+
+pytestmark = pytest.mark.k8s_api
+NS = "inference"
+
+
+@dataclass
+class Applied:
+    stack: str
+    cp: ControlPlane
+    result: plan.PlanRun
+    cfg: cfgmod.ClusterConfig
+    records: list[objects.Recorded]
+    back: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    refused: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    @property
+    def api(self) -> Api:
+        return self.cp.api
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [r.manifest for r in self.records if r.manifest["kind"] == kind]
+
+
+def stack_config(stack: str) -> cfgmod.ClusterConfig:
+    raw = read_stack(plan.ROOT, stack).get("config", {})
+    return cfgmod.parse({k.removeprefix("hpc:"): v for k, v in raw.items() if k.startswith("hpc:")})
+
+
+def install_k3s_addons(api: Api, disabled: list[str]) -> None:
+    """What k3s installs itself: Traefik's CRDs (unless the server config disables Traefik)."""
+    if "traefik" in disabled:
+        return
+    for crd in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()):
+        if crd:
+            api.apply(crd, manager="k3s")
+    for crd in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()):
+        if crd:
+            name = crd["metadata"]["name"]
+            wait_for(
+                f"CRD {name} established",
+                lambda n=name: any(
+                    c["type"] == "Established" and c["status"] == "True"
+                    for c in (api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n) or {})
+                    .get("status", {})
+                    .get("conditions", [])
+                ),
+            )
+    api.forget_discovery()
+
+
+def apply_plan(a: Applied) -> None:
+    """Apply each recorded object in registration order; a patch needs its object to exist (the
+    provider's NodePatch fails otherwise). A claim gets the provisioner's volume."""
+    classes = {m["metadata"]["name"]: m for m in a.of_kind("StorageClass")}
+    for rec in a.records:
+        m = rec.manifest
+        try:
+            if (
+                rec.patch
+                and a.api.get(m["apiVersion"], m["kind"], m["metadata"]["name"], m["metadata"].get("namespace")) is None
+            ):
+                raise ApiError(404, f"{m['kind']} {m['metadata']['name']} does not exist to be patched")
+            a.back[rec.key] = a.api.apply(m)
+        except ApiError as e:
+            a.refused[rec.key] = e.message
+            continue
+        if m["kind"] == "PersistentVolumeClaim":
+            sc = classes[m["spec"]["storageClassName"]]
+            if sc["provisioner"] == objects.NFS_CSI_DRIVER:
+                a.api.create(objects.provisioned_volume(a.back[rec.key], sc))
+
+
+def deployment_available(api: Api, name: str) -> bool:
+    d = api.get("apps/v1", "Deployment", name, NS) or {}
+    conds = d.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Available" and c["status"] == "True" for c in conds)
+
+
+def pods_of(api: Api, app: str) -> list[dict[str, Any]]:
+    return [
+        p for p in api.list("v1", "Pod", NS, labelSelector=f"app={app}") if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def applied(request: pytest.FixtureRequest):
+    missing = binaries_missing()
+    if missing:
+        pytest.skip(missing)
+    stack = request.param
+    result = plan.run(stack)
+    cfg = stack_config(stack)
+    cp = ControlPlane().start()
+    try:
+        a = Applied(stack, cp, result, cfg, objects.recorded(result))
+        for node in objects.k3s_nodes(cfg):
+            cp.api.create(node)
+        install_k3s_addons(cp.api, objects.k3s_disables(cfg, result))
+        apply_plan(a)
+        for d in a.of_kind("Deployment"):
+            if not a.refused:
+                wait_for(
+                    f"Deployment {d['metadata']['name']} available",
+                    lambda n=d["metadata"]["name"]: deployment_available(cp.api, n),
+                    timeout=120,
+                )
+        yield a
+    finally:
+        cp.stop()
+
+
+def test_every_recorded_object_is_accepted(applied):
+    kinds = sorted({r.manifest["kind"] for r in applied.records})
+    assert {
+        "Deployment",
+        "Service",
+        "Secret",
+        "ConfigMap",
+        "PersistentVolumeClaim",
+        "StorageClass",
+        "Node",
+        "Namespace",
+        "RuntimeClass",
+        "NetworkPolicy",
+        "Ingress",
+        "Middleware",
+    } <= set(kinds)
+    assert applied.refused == {}, "\n".join(f"{k}: {v}" for k, v in applied.refused.items())
+    assert len(applied.back) == len(applied.records)
+
+
+def test_the_server_keeps_every_field_the_plan_sets(applied):
+    """Admission and defaulting add fields; none may change or drop one the plan set (a
+    quantity normalised, a list reordered, a field unknown to 1.31 pruned)."""
+    changed = {}
+    for rec in applied.records:
+        sent = dict(rec.manifest)
+        if sent["kind"] == "Secret":  # the server folds stringData into data and never returns it
+            back = applied.back[rec.key]
+            assert set(back["data"]) == set(sent.pop("stringData", {})) | set(sent.pop("data", {})), rec.key
+        diff = objects.fields_changed(sent, applied.back[rec.key])
+        if diff:
+            changed[rec.key] = diff
+    assert changed == {}
+
+
+def test_every_model_is_available_on_the_node_it_is_pinned_to(applied):
+    models = [d for d in applied.of_kind("Deployment") if "hpc-cluster.io/model" in d["metadata"].get("labels", {})]
+    assert {d["metadata"]["name"] for d in models} == {m.name for m in applied.cfg.inference.models}
+    for d in applied.of_kind("Deployment"):
+        name = d["metadata"]["name"]
+        assert deployment_available(applied.api, name), name
+        pods = pods_of(applied.api, name)
+        want = d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+        assert [p["spec"]["nodeName"] for p in pods] == [want] * d["spec"]["replicas"], name
+        assert all(p["status"]["phase"] == "Running" and p["status"].get("podIP") for p in pods), name
+    for m in applied.cfg.inference.models:
+        assert pods_of(applied.api, m.name)[0]["spec"]["nodeName"] == m.host
+    # the config check's arithmetic (capacity.check_host_resources) is the scheduler's
+    for host in {m.host for m in applied.cfg.inference.models}:
+        placed = [m for m in applied.cfg.inference.models if m.host == host]
+        requested = sum(pod_requests(pods_of(applied.api, m.name)[0], "memory") for m in placed)
+        want = sum(capacity.host_memory_gib(m.load().weight_bytes / capacity.GIB) for m in placed)
+        assert requested == want * 1024**3, host
+        node = applied.api.get("v1", "Node", host)
+        hw = applied.cfg.host(host).hardware
+        assert node["status"]["allocatable"]["memory"] == f"{hw.memory_mib - capacity.KUBELET_EVICTION_MIB}Mi"
+
+
+def test_every_service_has_ready_endpoints(applied):
+    for svc in applied.of_kind("Service"):
+        name = svc["metadata"]["name"]
+        back = applied.api.get("v1", "Service", name, NS)
+        assert back["spec"]["clusterIP"].startswith("10.43."), name  # from k3s's service CIDR
+        slices = applied.api.list(
+            "discovery.k8s.io/v1", "EndpointSlice", NS, labelSelector=f"kubernetes.io/service-name={name}"
+        )
+        ready = [e for s in slices for e in s.get("endpoints") or [] if e["conditions"].get("ready")]
+        pods = pods_of(applied.api, svc["spec"]["selector"]["app"])
+        assert sorted(e["addresses"][0] for e in ready) == sorted(p["status"]["podIP"] for p in pods) != [], name
+        ports = {p["port"] for s in slices for p in s.get("ports") or []}
+        assert ports == {p["targetPort"] for p in svc["spec"]["ports"]}, name
+
+
+def test_every_secret_and_configmap_reference_resolves(applied):
+    refs = 0
+    for d in applied.of_kind("Deployment"):
+        spec = d["spec"]["template"]["spec"]
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            for env in c.get("env", []):
+                src = env.get("valueFrom", {})
+                for kind, key in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
+                    if key in src:
+                        obj = applied.api.get("v1", kind, src[key]["name"], NS)
+                        assert obj is not None, (d["metadata"]["name"], kind, src[key]["name"])
+                        assert src[key]["key"] in obj.get("data", {}), (d["metadata"]["name"], src[key])
+                        refs += 1
+            for ef in c.get("envFrom", []):
+                for kind, key in (("Secret", "secretRef"), ("ConfigMap", "configMapRef")):
+                    if key in ef:
+                        assert applied.api.get("v1", kind, ef[key]["name"], NS) is not None, ef
+                        refs += 1
+        for v in spec.get("volumes", []):
+            if "configMap" in v:
+                assert applied.api.get("v1", "ConfigMap", v["configMap"]["name"], NS) is not None, v
+                refs += 1
+            if "secret" in v:
+                assert applied.api.get("v1", "Secret", v["secret"]["secretName"], NS) is not None, v
+                refs += 1
+            if "persistentVolumeClaim" in v:
+                claim = applied.api.get("v1", "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"], NS)
+                assert claim is not None and claim["status"]["phase"] == "Bound", v
+                refs += 1
+    for ing in applied.of_kind("Ingress"):
+        for rule in ing["spec"]["rules"]:
+            for p in rule["http"]["paths"]:
+                svc = applied.api.get("v1", "Service", p["backend"]["service"]["name"], NS)
+                assert svc is not None and p["backend"]["service"]["port"]["number"] in {
+                    x["port"] for x in svc["spec"]["ports"]
+                }
+                refs += 1
+        for tls in ing["spec"].get("tls", []):
+            assert applied.api.get("v1", "Secret", tls["secretName"], NS) is not None, tls
+        mws = ing["metadata"].get("annotations", {}).get("traefik.ingress.kubernetes.io/router.middlewares", "")
+        for ref in filter(None, mws.split(",")):
+            ns, _, name = ref.partition("-")  # Traefik's "<namespace>-<name>@kubernetescrd"
+            assert ns == NS and applied.api.get(
+                "traefik.io/v1alpha1", "Middleware", name.removesuffix("@kubernetescrd"), NS
+            ), ref
+            refs += 1
+    assert refs >= 3 * len(applied.cfg.inference.models)
+
+
+def test_fastchat_endpoints_name_exactly_the_model_services(applied):
+    cm = applied.api.get("v1", "ConfigMap", "api-endpoints", NS)
+    endpoints = json.loads(cm["data"]["api_endpoints.json"])
+    services = {s["metadata"]["name"]: s for s in applied.api.list("v1", "Service", NS)}
+    named = set()
+    for entry in endpoints.values():
+        host, _, port = entry["api_base"].removeprefix("http://").split("/")[0].partition(":")
+        assert host in services and int(port) in {p["port"] for p in services[host]["spec"]["ports"]}, entry
+        named.add(host)
+    models = {s for s, v in services.items() if "hpc-cluster.io/model" in v["metadata"].get("labels", {})}
+    assert named == models == {m.name for m in applied.cfg.inference.models}
+
+
+def test_node_labels_patch_the_registered_nodes(applied):
+    """The NodePatch adds the hardware labels and keeps what k3s set (server-side apply owns only
+    its own fields)."""
+    for rec in applied.records:
+        if rec.manifest["kind"] != "Node":
+            continue
+        assert rec.patch
+        node = applied.api.get("v1", "Node", rec.manifest["metadata"]["name"])
+        labels = node["metadata"]["labels"]
+        assert rec.manifest["metadata"]["labels"].items() <= labels.items()
+        assert labels["kubernetes.io/hostname"] == node["metadata"]["name"] and "kubernetes.io/arch" in labels
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def test_model_cache_claim_binds_to_the_share(applied):
+    claim = applied.api.get("v1", "PersistentVolumeClaim", "model-cache", NS)
+    assert claim["status"]["phase"] == "Bound"
+    pv = applied.api.get("v1", "PersistentVolume", claim["spec"]["volumeName"])
+    sc = applied.of_kind("StorageClass")[0]
+    assert pv["spec"]["csi"]["volumeAttributes"]["share"] == sc["parameters"]["share"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == {"dev": "Delete", "prod": "Retain"}[applied.stack]
+
+
+def test_helm_releases_are_pinned_and_not_applied(applied):
+    """The one chart (NFS CSI driver) comes from a repository these machines cannot reach: its
+    version is pinned and the real API sees only what the release would need (the StorageClass
+    naming its provisioner); the chart's own objects are not installed here."""
+    releases = objects.helm_releases(applied.result)
+    assert [(r["chart"], r["version"]) for r in releases] == [("csi-driver-nfs", "v4.9.0")]
+    assert releases[0]["namespace"] == "kube-system"
+    assert {sc["provisioner"] for sc in applied.of_kind("StorageClass")} == {objects.NFS_CSI_DRIVER}
+
+
+def pod_requests(pod: dict[str, Any], resource: str) -> int:
+    """A pod's request of ``resource`` in bytes (memory) as the scheduler sums it."""
+    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+    total = 0
+    for c in pod["spec"]["containers"]:
+        q = c.get("resources", {}).get("requests", {}).get(resource, "0")
+        total += int(q[:-2]) * units[q[-2:]] if q[-2:] in units else int(q)
+    return total
+
+
+def set_allocatable_memory(api: Api, node: str, mib: int) -> None:
+    patch = {"status": {"allocatable": {"memory": f"{mib}Mi"}}}
+    api.request("PATCH", f"/api/v1/nodes/{node}/status", patch, "application/merge-patch+json")
+
+
+def test_a_model_that_does_not_fit_stays_pending_and_says_why(applied):
+    """A machine with less memory than its profile (a failed DIMM): the model whose pod is
+    rescheduled there no longer fits, stays Pending with the scheduler's reason, and comes back
+    when the memory does."""
+    api, m = applied.api, applied.cfg.inference.models[-1]
+    node = api.get("v1", "Node", m.host)
+    full = node["status"]["allocatable"]["memory"]
+    (pod,) = pods_of(api, m.name)
+    others = [
+        p
+        for p in api.list("v1", "Pod", NS, fieldSelector=f"spec.nodeName={m.host}")
+        if p["metadata"]["uid"] != pod["metadata"]["uid"]
+    ]
+    room = sum(pod_requests(p, "memory") for p in others) // 1024**2 + pod_requests(pod, "memory") // 1024**2 - 1
+    set_allocatable_memory(api, m.host, room)  # 1 MiB short of what the model requests
+    try:
+        old = pod["metadata"]["name"]
+        api.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{old}")
+        # the old pod holds the model's hostPort until it is gone: only then is memory the reason
+        wait_for(f"pod {old} gone", lambda: api.get("v1", "Pod", old, NS) is None, timeout=60)
+
+        def unschedulable() -> str:
+            conds = [c for p in pods_of(api, m.name) for c in p["status"].get("conditions", [])]
+            msgs = [
+                c.get("message", "")
+                for c in conds
+                if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+            ]
+            return next((x for x in msgs if "Insufficient memory" in x), "")
+
+        reason = wait_for(f"{m.name} refused by the scheduler for memory", unschedulable, timeout=60)
+        assert f"0/{len(api.list('v1', 'Node'))} nodes are available: 1 Insufficient memory" in reason, reason
+        assert not deployment_available(api, m.name)
+        assert all(deployment_available(api, o.name) for o in applied.cfg.inference.models if o.name != m.name)
+    finally:
+        set_allocatable_memory(api, m.host, int(full.removesuffix("Mi")) if full.endswith("Mi") else room + 1)
+    wait_for(f"{m.name} available again", lambda: deployment_available(api, m.name), timeout=90)
+    assert [p["spec"]["nodeName"] for p in pods_of(api, m.name)] == [m.host]
+
+
+def without_model(stack: str, name: str) -> dict[str, Any]:
+    raw = read_stack(plan.ROOT, stack)["config"]["hpc:inference"]
+    return {"hpc:inference": {**raw, "models": [m for m in raw["models"] if m["name"] != name]}}
+
+
+def test_removing_a_model_deletes_its_objects_and_nothing_else(applied):
+    """The plan without one model, applied the way the engine would (deletes in reverse
+    dependency order, updates in place): the model's objects, its pods and endpoints go; every
+    other object keeps its identity, no other model restarts."""
+    api, gone = applied.api, applied.cfg.inference.models[0].name
+    before = {r.key: r for r in applied.records}
+    after = {r.key: r for r in objects.recorded(plan.run(applied.stack, without_model(applied.stack, gone)))}
+    removed = [k for k in reversed(list(before)) if k not in after]
+    assert {k[0] for k in removed} == {"Deployment", "Service", "Ingress", "Middleware"}
+    assert all(gone in k[2] for k in removed), removed
+    assert after.keys() <= before.keys()
+    changed = {k for k in after if after[k].manifest != before[k].manifest}
+    # the endpoints FastChat serves name the model; the NetworkPolicy admitting the models' ports
+    # changes too when no other model uses its port
+    assert ("ConfigMap", NS, "api-endpoints") in changed, changed
+    assert changed <= {("ConfigMap", NS, "api-endpoints"), ("NetworkPolicy", NS, "models-ingress")}, changed
+    uids = {k: api.get(r.manifest["apiVersion"], k[0], k[2], k[1] or None)["metadata"]["uid"] for k, r in after.items()}
+    model_pods = {
+        m.name: pods_of(api, m.name)[0]["metadata"]["uid"] for m in applied.cfg.inference.models if m.name != gone
+    }
+
+    for k in removed:
+        api.delete(before[k].manifest["apiVersion"], k[0], k[2], k[1] or None)
+    for k in changed:
+        api.apply(after[k].manifest)
+
+    wait_for(f"{gone}'s pods gone", lambda: not api.list("v1", "Pod", NS, labelSelector=f"app={gone}"), timeout=90)
+    assert api.list("apps/v1", "ReplicaSet", NS, labelSelector=f"app={gone}") == []
+    wait_for(
+        f"{gone}'s endpoints gone",
+        lambda: (
+            not api.list("discovery.k8s.io/v1", "EndpointSlice", NS, labelSelector=f"kubernetes.io/service-name={gone}")
+        ),
+    )
+    for k in removed:  # foreground deletion: gone once the garbage collector has removed its dependents
+        wait_for(f"{k} gone", lambda k=k: api.get(before[k].manifest["apiVersion"], k[0], k[2], k[1] or None) is None)
+    for k, r in after.items():
+        obj = api.get(r.manifest["apiVersion"], k[0], k[2], k[1] or None)
+        assert obj is not None and obj["metadata"]["uid"] == uids[k], k
+    assert {m: pods_of(api, m)[0]["metadata"]["uid"] for m in model_pods} == model_pods
+    endpoints = json.loads(api.get("v1", "ConfigMap", "api-endpoints", NS)["data"]["api_endpoints.json"])
+    assert gone not in json.dumps(endpoints) and len(endpoints) == len(model_pods)
