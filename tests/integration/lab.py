@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.integration import hostkeys
 
 SHIM = r"""#!/bin/bash
@@ -381,6 +383,24 @@ class Lab:
 
     def _ip(self, *args: str) -> None:
         subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def require(*tools: str) -> None:
+    """Skip the calling fixture unless this is root with every tool a lab needs."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces")
+    if missing := missing_tools(*tools):
+        pytest.skip(f"missing tools: {missing}")
+
+
+def stack_network(net: str) -> dict[str, str]:
+    """``hpc:network`` for a test stack on a lab's /24: the gateway at .254, containers in .32/27."""
+    return {
+        "subnet": f"{net}.0/24",
+        "gateway": f"{net}.254",
+        "parentInterface": "eth0",
+        "containerRange": f"{net}.32/27",
+    }
 
 
 def wait_until(pred, what: str, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]

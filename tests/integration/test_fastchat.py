@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import time
 from typing import Any
@@ -80,10 +79,7 @@ def built(records, tmp_path_factory):
 @pytest.fixture(scope="module")
 def host(built, records, tmp_path_factory):
     """A lab host with its own dockerd, the image loaded, controller and web UI running."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if missing := labmod.missing_tools(*TOOLS):
-        pytest.skip(f"missing tools: {missing}")
+    labmod.require(*TOOLS)
     lab = labmod.Lab(["k3s"], net=NET)
     daemon = None
     try:

@@ -10,7 +10,6 @@ output) and runs it.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from typing import Any
@@ -45,12 +44,7 @@ def stack() -> dict[str, Any]:
 
     return {
         "hpc:environment": "dev",
-        "hpc:network": {
-            "subnet": f"{NET}.0/24",
-            "gateway": f"{NET}.254",
-            "parentInterface": "eth0",
-            "containerRange": f"{NET}.32/27",
-        },
+        "hpc:network": labmod.stack_network(NET),
         "hpc:hosts": [
             host("head", 0, ["storage", "slurm-head"]),
             host("w1", 1, ["storage", "gpu-worker"]),
@@ -72,10 +66,7 @@ def records() -> dict[str, plan.Record]:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if missing := labmod.missing_tools(*TOOLS):
-        pytest.skip(f"missing tools: {missing}")
+    labmod.require(*TOOLS)
     builder = docker_lab.Builder(tmp_path_factory.mktemp("registry-builder"))
     lab = labmod.Lab(["head", "w1"], net=NET)
     daemons: dict[str, docker_lab.Dockerd] = {}

@@ -56,7 +56,6 @@ SSH_ADDR = {h: f"{NET}.{11 + i}" for i, h in enumerate(HOSTS)}  # the lab's own 
 CTR_ADDR = {h: f"{NET}.{41 + i}" for i, h in enumerate(HOSTS)}  # macvlan, inside containerRange
 USERS = {"alice": 20001, "bob": 20002}  # researchers: hpc:users, keys from hostkeys (user-<name>)
 OVERRIDE = "SlurmdParameters=config_overrides\n"
-RESOLVER = f"{NET}.2"  # the lab client namespace, where the fixture runs an NXDOMAIN server
 JOBS = "/home/jobs"  # on the shared volume: every container sees it at the same path
 PROD_CTLD = f"{NET}.60"  # the prod controller's stand-in address in the lab
 
@@ -128,12 +127,7 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
     ]
     return {
         "hpc:environment": "prod",  # cgroup enforcement (ConstrainDevices) on, as in production
-        "hpc:network": {
-            "subnet": f"{NET}.0/24",
-            "gateway": f"{NET}.254",
-            "parentInterface": "eth0",
-            "containerRange": f"{NET}.32/27",
-        },
+        "hpc:network": labmod.stack_network(NET),
         "hpc:hosts": hosts,
         "hpc:storage": {"replica": 3, "mountPoint": "/srv/gfsv"},
         "hpc:slurm": {
@@ -168,8 +162,8 @@ def _owner(record: plan.Record) -> str:
 class Planned:
     """The Slurm part of one plan: remote steps and container records."""
 
-    def __init__(self, workers: int, **slurm: Any):
-        self.result = plan.run("dev", stack(workers, **slurm))
+    def __init__(self, workers: int, config: dict[str, Any] | None = None, **slurm: Any):
+        self.result = plan.run("dev", config or stack(workers, **slurm))
         parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:compute:CpuWorker", "hpc:host:HostPreflight",
                    "hpc:slurm:LoginNode", "hpc:people:People")  # fmt: skip
         self.steps = {s.name: s for s in steps(self.result, parents)}
@@ -188,8 +182,9 @@ class Planned:
 class Cluster:
     """The lab's hosts with a Docker engine each, and the plan's containers running on them."""
 
-    def __init__(self, lab: labmod.Lab, builder: docker_lab.Builder):
+    def __init__(self, lab: labmod.Lab, builder: docker_lab.Builder, hosts: list[str] = HOSTS):
         self.lab = lab
+        self.hosts = hosts
         self.builder = builder
         self.d = lab.dir / "slurm"
         self.d.mkdir(mode=0o755)
@@ -207,8 +202,8 @@ class Cluster:
         # name) to the host's resolvers, which no lab host can reach: each lookup would outlast
         # Slurm's 10 s message timeout. The hosts' resolver is the lab's NXDOMAIN server.
         resolv = self.d / "resolv.conf"
-        resolv.write_text(f"nameserver {RESOLVER}\n")
-        for host in HOSTS:
+        resolv.write_text(f"nameserver {self.lab.clients['cl']}\n")  # the client namespace: NXDOMAIN server
+        for host in self.hosts:
             h = self.d / host
             (h / "etc-slurm").mkdir(parents=True)
             self.lab.on(host, ["bash", "-c", f"""set -e
@@ -297,10 +292,7 @@ def builder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(planned, builder):
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if missing := labmod.missing_tools(*TOOLS):
-        pytest.skip(f"missing tools: {missing}")
+    labmod.require(*TOOLS)
     lab = labmod.Lab(HOSTS, net=NET)
     c = Cluster(lab, builder)
     resolver = None
