@@ -128,3 +128,17 @@ def headers(script_text: str) -> dict[str, str]:
 def sh_quote(value: str) -> str:
     """Single-quote a value for bash."""
     return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def restart_running(containers: tuple[str, ...], why: str) -> str:
+    """Shell lines (indented for the body of an ``if``): restart those of ``containers`` that
+    run, since they read what changed only at start."""
+    names = " ".join(containers)
+    return f"""\
+  for c in {names}; do
+    if docker inspect -f '{{{{.State.Running}}}}' "$c" 2>/dev/null | grep -qx true; then
+      docker restart "$c" >/dev/null
+      hpc_changed "restarted $c {why}"
+    fi
+  done
+"""

@@ -80,6 +80,10 @@ class Access:
 
     def __init__(self, cfg: ClusterConfig, secrets: ClusterSecrets):
         self.secrets = secrets
+        ldap = cfg.identity.ldap
+        # every Slurm container reads the external directory, if the stack names one
+        self.directory = {"directory": ldap.directory() if ldap else None,
+                          "directory_password": secrets.ldap_bind_password}  # fmt: skip
         self.preflight: dict[str, pulumi.Resource] = {}
         for h in cfg.hosts:
             check = HostPreflight(
@@ -249,6 +253,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             db_path=cfg.slurm.db_path,
             allow_destroy=cfg.slurm.allow_destroy,
             pushed_roles=[r for r, on in (("worker", slurm_workers(cfg)), ("login", cfg.with_role(Role.LOGIN))) if on],
+            **access.directory,
         ),
     )
     for h in slurm_workers(cfg):
@@ -270,6 +275,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 image=cluster.slurm_head.images.get("worker"),
                 max_unavailable=cfg.slurm.max_unavailable,
                 drain_timeout_s=cfg.slurm.drain_timeout_seconds,
+                **access.directory,
             ),
         )
 
@@ -290,6 +296,7 @@ def build_login(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 head_name=head.name,
                 head_address=str(head.container_address),
                 image=cluster.slurm_head.images.get("login"),
+                **access.directory,
             ),
         )
 

@@ -33,13 +33,13 @@ from stacks import config_checks, config_errors, paths
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
-    PLACEHOLDER_SECRETS,
     RESERVED_PORTS,
     WORKER_ROLES,
     ConfigError,
     Environment,
     Role,
     _Model,
+    secret_problem,
 )
 from stacks.config_errors import Problem, encode
 from stacks.config_parts import (
@@ -53,7 +53,7 @@ from stacks.config_parts import (
     SlurmConfig,
     StorageConfig,
 )
-from stacks.config_people import GroupConfig, People, UserConfig
+from stacks.config_people import GroupConfig, IdentityConfig, People, UserConfig
 
 
 class ClusterConfig(_Model):
@@ -70,6 +70,7 @@ class ClusterConfig(_Model):
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig, description="Metrics and alerts.")
     users: list[UserConfig] = Field(default_factory=list, description="People who use the cluster.")
     groups: list[GroupConfig] = Field(default_factory=list, description="Their Unix groups.")
+    identity: IdentityConfig = Field(default_factory=IdentityConfig, description="External user directories.")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ClusterConfig:
@@ -330,7 +331,7 @@ class ClusterConfig(_Model):
 
 
 # ---- secrets ------------------------------------------------------------------------------------
-SECRET_KEYS = ("sshPrivateKey", "hfToken", "tlsCertificate", "tlsKey", "alertWebhookUrl")
+SECRET_KEYS = ("sshPrivateKey", "hfToken", "tlsCertificate", "tlsKey", "alertWebhookUrl", "ldapBindPassword")
 # The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
 PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken")
 REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
@@ -345,6 +346,7 @@ class ClusterSecrets:
     tls_certificate: pulumi.Output[str] | None = None
     tls_key: pulumi.Output[str] | None = None
     alert_webhook_url: pulumi.Output[str] | None = None
+    ldap_bind_password: pulumi.Output[str] | None = None
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -381,24 +383,6 @@ def _namespace_values() -> dict[str, Any]:
     return out
 
 
-def secret_problem(key: str, value: str | None, required: bool) -> tuple[str, str] | None:
-    """What is wrong with a secret input, if anything (the value itself is never printed)."""
-    full = f"{NAMESPACE}:{key}"
-    if value is None or not value.strip():
-        return (full, "required secret is missing (pulumi config set --secret)") if required else None
-    if value.strip().lower() in PLACEHOLDER_SECRETS:
-        return full, "placeholder value refused; set a real secret"
-    if not pulumi.runtime.is_config_secret(full):
-        return full, "must be set as a secret (pulumi config set --secret)"
-    return None
-
-
-def check_secret_value(key: str, value: str | None, required: bool) -> None:
-    """Refuse a missing or placeholder secret."""
-    if (problem := secret_problem(key, value, required)) is not None:
-        raise ConfigError(*problem)
-
-
 def load() -> tuple[ClusterConfig, ClusterSecrets]:
     """Read and validate all ``hpc:*`` config once. Raises one ConfigError listing every problem
     (keys the program would never read, values, secrets) before any resource."""
@@ -410,12 +394,18 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         found.extend(e.problems)
     cfg = pulumi.Config(NAMESPACE)
     models = cluster is None or bool(cluster.inference.models)
+    ldap = cluster.identity.ldap if cluster is not None else None
+    binds = ldap is not None and ldap.bind_dn is not None
     for key in SECRET_KEYS:
-        required = key in REQUIRED_SECRET_KEYS or (key == "hfToken" and models)
+        required = key in REQUIRED_SECRET_KEYS or (key == "hfToken" and models) or (key == "ldapBindPassword" and binds)
         if (problem := secret_problem(key, cfg.get(key), required)) is not None:
             found.append(problem)
     if bool(cfg.get("tlsCertificate")) != bool(cfg.get("tlsKey")):
         found.append((f"{NAMESPACE}:tlsKey", "set both hpc:tlsCertificate and hpc:tlsKey, or neither"))
+    if cluster is not None and cfg.get("ldapBindPassword") and not binds:
+        found.append(
+            (f"{NAMESPACE}:ldapBindPassword", "set only with hpc:identity.ldap.bindDn (else the bind is anonymous)")
+        )
     if found or cluster is None:
         raise ConfigError.of(found)
     for warning in config_checks.warnings(cluster):
@@ -430,6 +420,7 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         tls_certificate=cert,
         tls_key=tls_key,
         alert_webhook_url=webhook,
+        ldap_bind_password=cfg.get_secret("ldapBindPassword") if binds else None,
     )
 
 

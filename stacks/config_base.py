@@ -82,3 +82,15 @@ Name = Annotated[str, Field(pattern=HOSTNAME_PATTERN)]
 CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.CPU_WORKER, Role.LOGIN)
 # Roles that make a host a Slurm compute node.
 WORKER_ROLES = (Role.GPU_WORKER, Role.CPU_WORKER)
+
+
+def secret_problem(key: str, value: str | None, required: bool) -> tuple[str, str] | None:
+    """What is wrong with a secret input, if anything (the value itself is never printed)."""
+    full = f"{NAMESPACE}:{key}"
+    if value is None or not value.strip():
+        return (full, "required secret is missing (pulumi config set --secret)") if required else None
+    if value.strip().lower() in PLACEHOLDER_SECRETS:
+        return full, "placeholder value refused; set a real secret"
+    if not pulumi.runtime.is_config_secret(full):
+        return full, "must be set as a secret (pulumi config set --secret)"
+    return None

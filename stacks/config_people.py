@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from components import accounts
+from components.people import sssd
 from stacks.config_base import _Model
 from stacks.config_errors import encode
 
@@ -105,3 +106,49 @@ class People(_Model):
 
     def gid_of(self, group: str) -> int:
         return next(g.gid for g in self.groups if g.name == group)
+
+
+LDAP_URI_PATTERN = r"^ldaps?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?/?$"
+DN_PATTERN = r"^[A-Za-z][A-Za-z0-9-]*=[^,=]+(,\s*[A-Za-z][A-Za-z0-9-]*=[^,=]+)*$"
+
+
+def _pem_certificate(value: str) -> str:
+    text = value.strip()
+    if not (text.startswith("-----BEGIN CERTIFICATE-----") and text.endswith("-----END CERTIFICATE-----")):
+        raise ValueError("not a PEM certificate (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)")
+    return text + "\n"
+
+
+class LdapConfig(_Model):
+    """An LDAP directory the site already runs (RFC 2307 posixAccount/posixGroup), read by SSSD
+    in the Slurm containers. Always over TLS: ``ldaps://``, or StartTLS on ``ldap://``, the
+    server's certificate checked against ``tlsCa``. Its users get ids 1000-59999 only (a
+    directory entry with uid 0 or a service account's id is ignored); declared ``hpc:users``
+    win over a directory entry of the same name. Logins stay key-only: SSH keys from
+    ``sshPublicKeyAttribute`` (openssh-lpk), no LDAP password is ever checked."""
+
+    uri: list[Annotated[str, Field(pattern=LDAP_URI_PATTERN)]] = Field(
+        min_length=1, description="Servers, tried in order: ldaps://host[:port] or ldap://host[:port] (StartTLS)."
+    )
+    base_dn: str = Field(pattern=DN_PATTERN, description="Search base, e.g. dc=example,dc=org.")
+    bind_dn: str | None = Field(
+        default=None,
+        pattern=DN_PATTERN,
+        description="Service account to bind as (password: secret hpc:ldapBindPassword); none: anonymous.",
+    )
+    tls_ca: Annotated[str, AfterValidator(_pem_certificate)] = Field(description="PEM CA certificate of the servers.")
+
+    ssh_public_key_attribute: str | None = Field(
+        default="sshPublicKey",
+        pattern=r"^[A-Za-z][A-Za-z0-9-]*$",
+        description="Attribute with users' SSH keys; null: none.",
+    )
+
+    def directory(self) -> sssd.Directory:
+        return sssd.Directory(tuple(self.uri), self.base_dn, self.bind_dn, self.tls_ca, self.ssh_public_key_attribute)
+
+
+class IdentityConfig(_Model):
+    """Where users come from besides ``hpc:users``."""
+
+    ldap: LdapConfig | None = Field(default=None, description="An external LDAP directory, read by SSSD.")

@@ -8,18 +8,17 @@ import pulumi_random as random
 from pydantic import Field
 
 from components import remote
-from components.base import Args
 from components.remote import Ssh
 from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, image_ref, macvlan_network, slurm_image
-from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, munge_key_step
+from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs, directory_step, munge_key_step
 from components.storage.contract import NetworkStorage
 
 MUNGE_KEY_BYTES = 1024
 DB_PASSWORD_LENGTH = 40
 
 
-class SlurmHeadArgs(Args):
+class SlurmHeadArgs(DirectoryArgs):
     ssh: Ssh = Field(description="Connection to the head host.")
     docker: HostDockerArgs = Field(description="The head host's Docker provider and network.")
     network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
@@ -63,6 +62,9 @@ class SlurmHead(pulumi.ComponentResource):
 
         self.munge_key = pulumi.Output.secret(key.base64)
         munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, self.munge_key, self)
+        directory, directory_volumes = directory_step(
+            f"{name}-directory", args.ssh, args.directory, args.directory_password, self
+        )
         secrets = remote.run(
             f"{name}-slurm-secrets",
             args.ssh,
@@ -117,6 +119,7 @@ class SlurmHead(pulumi.ComponentResource):
                 MUNGE_VOLUME,
                 ACCOUNTS_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
+                *directory_volumes,
             ]
         )
         self.container = docker.Container(
@@ -132,7 +135,7 @@ class SlurmHead(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.host_mount, munge, secrets, state, *self.config_steps],
+                depends_on=[args.host_mount, munge, *directory, secrets, state, *self.config_steps],
             ),
         )
         self.register_outputs({"address": self.address, "container": self.container.id})

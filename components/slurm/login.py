@@ -6,18 +6,17 @@ import pulumi
 import pulumi_docker as docker
 from pydantic import Field
 
-from components.base import Args
 from components.remote import Ssh
 from components.slurm import render
 from components.slurm.images import HostDockerArgs, macvlan_network, pulled_image, slurm_image
-from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, munge_key_step
+from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs, directory_step, munge_key_step
+from components.slurm.steps import LOGIN_CONTAINER
 from components.storage.contract import NetworkStorage
 
-LOGIN_CONTAINER = "slurm-login"
 HOST_KEYS_DIR = "/var/lib/hpc-cluster/login-ssh"  # on the host: replacing the container keeps them
 
 
-class LoginNodeArgs(Args):
+class LoginNodeArgs(DirectoryArgs):
     ssh: Ssh = Field(description="Connection to the login host.")
     docker: HostDockerArgs = Field(description="The login host's Docker provider and network.")
     network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
@@ -44,6 +43,9 @@ class LoginNode(pulumi.ComponentResource):
         super().__init__("hpc:slurm:LoginNode", name, None, opts)
         self.address = args.container_address
         munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, args.munge_key, self)
+        directory, directory_volumes = directory_step(
+            f"{name}-directory", args.ssh, args.directory, args.directory_password, self
+        )
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         if args.image is not None:
             image: pulumi.Output[str] = pulled_image(f"{name}-image", args.image, args.docker, self).repo_digest
@@ -55,6 +57,7 @@ class LoginNode(pulumi.ComponentResource):
                 ACCOUNTS_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
                 docker.ContainerVolumeArgs(host_path=HOST_KEYS_DIR, container_path="/var/lib/hpc-login/ssh"),
+                *directory_volumes,
             ]
         )
         docker.Container(
@@ -72,7 +75,7 @@ class LoginNode(pulumi.ComponentResource):
             restart="unless-stopped",
             must_run=True,
             opts=pulumi.ResourceOptions(
-                parent=self, provider=args.docker.provider, depends_on=[args.host_mount, munge]
+                parent=self, provider=args.docker.provider, depends_on=[args.host_mount, munge, *directory]
             ),
         )
         self.register_outputs({"address": self.address})

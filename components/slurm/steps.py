@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from components.accounts import MUNGE_GID, MUNGE_UID, SLURM_GID, SLURM_UID
 from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
-from components.scripts import RemoteScript, no_undo, script, sh_quote
+from components.scripts import RemoteScript, no_undo, restart_running, script, sh_quote
 from components.slurm import render
 
 CONFIG_DIR = "/etc/slurm"
@@ -22,6 +22,8 @@ DB_PASSWORD_FILE = f"{CONFIG_DIR}/db-password"  # mounted at /run/secrets/slurm-
 SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
 HEAD_CONTAINER = "slurm-head"
 WORKER_CONTAINER = "slurm-worker"
+LOGIN_CONTAINER = "slurm-login"
+SLURM_CONTAINERS = (HEAD_CONTAINER, WORKER_CONTAINER, LOGIN_CONTAINER)  # whichever runs on a host
 DRAIN_REASON = "hpc-cluster: replacing the slurmd container"
 DRAIN_TIMEOUT_S = 3600
 DRAIN_POLL_S = 2
@@ -47,13 +49,7 @@ hpc_put_file {key} 0400 {MUNGE_UID}:{MUNGE_GID} < <(base64 -d)
 [ "$(stat -c %s {key})" -ge {MIN_MUNGE_KEY_BYTES} ] \\
   || hpc_fail "the munge key on stdin is shorter than {MIN_MUNGE_KEY_BYTES} bytes"
 if hpc_file_changed; then  # a rotated key: munged reads it only at start
-  for c in {HEAD_CONTAINER} {WORKER_CONTAINER} slurm-login; do
-    if docker inspect -f '{{{{.State.Running}}}}' "$c" 2>/dev/null | grep -qx true; then
-      docker restart "$c" >/dev/null
-      hpc_changed "restarted $c with the new munge key"
-    fi
-  done
-fi
+{restart_running(SLURM_CONTAINERS, "with the new munge key")}fi
 if [ -e {sh_quote(legacy)} ]; then
   rm -f {sh_quote(legacy)}
   hpc_changed "removed the munge key from the shared volume ({legacy})"

@@ -12,12 +12,11 @@ import pulumi_docker as docker
 from pydantic import Field
 
 from components import remote
-from components.base import Args
 from components.hardware import HardwareProfile
 from components.remote import Ssh
 from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, macvlan_network, pulled_image, slurm_image
-from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, munge_key_step
+from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs, directory_step, munge_key_step
 from components.storage.contract import NetworkStorage
 
 EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
@@ -30,7 +29,7 @@ def fingerprint(spec: dict[str, Any]) -> pulumi.Output[str]:
     )
 
 
-class GpuWorkerArgs(Args):
+class GpuWorkerArgs(DirectoryArgs):
     ssh: Ssh = Field(description="Connection to the worker host.")
     head_ssh: Ssh = Field(description="Connection to the head host (drain and resume run there).")
     docker: HostDockerArgs = Field(description="The worker host's Docker provider and network.")
@@ -77,6 +76,9 @@ class GpuWorker(pulumi.ComponentResource):
             checks.append(remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count),
                                      opts=child))  # fmt: skip
         munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, args.munge_key, self)
+        directory, directory_volumes = directory_step(
+            f"{name}-directory", args.ssh, args.directory, args.directory_password, self
+        )
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
         if args.image is not None:  # built once on the head, pushed; pulled here by digest
             image_name: pulumi.Output[str] = pulled_image(f"{name}-image", args.image, args.docker, self).repo_digest
@@ -94,6 +96,7 @@ class GpuWorker(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
                 # slurmd manages job cgroups (ConstrainCores/RAMSpace/Devices).
                 docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),
+                *directory_volumes,
             ]
         )
         spec: dict[str, Any] = {
@@ -135,7 +138,7 @@ class GpuWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.host_mount, sysctl, *checks, munge, drain],
+                depends_on=[args.host_mount, sysctl, *checks, munge, *directory, drain],
             ),
         )
         remote.run_with_triggers(

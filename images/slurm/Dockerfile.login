@@ -7,7 +7,9 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
 
 # Fixed service ids (components/accounts.py); the cluster's users come from the host (NSS
-# extrausers: /var/lib/extrausers, mounted read-only), with the same ids everywhere.
+# extrausers: /var/lib/extrausers, mounted read-only), with the same ids everywhere; with an
+# external directory (hpc:identity.ldap) also from SSSD, after them (files extrausers sss), and
+# their homes are made at first login (pam_mkhomedir, 0700; PAM is on only then).
 RUN groupadd --system --gid 991 munge \
  && useradd --system --uid 991 --gid munge --home-dir /nonexistent --shell /usr/sbin/nologin munge \
  && groupadd --system --gid 64030 slurm \
@@ -15,10 +17,11 @@ RUN groupadd --system --gid 991 munge \
 
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libnss-extrausers=0.6* \
+      libnss-extrausers=0.6* sssd-ldap=2.* libnss-sss=2.* libpam-sss=2.* \
       tini=0.19.* munge=0.5.* sackd=24.11.* slurm-client=24.11.* openssh-server=1:10.0p1* \
  && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_* \
- && sed -Ei 's/^(passwd|group|shadow):(.*)$/\1:\2 extrausers/' /etc/nsswitch.conf
+ && sed -Ei 's/^(passwd|group):.*$/\1: files extrausers sss/; s/^shadow:.*$/shadow: files extrausers/' /etc/nsswitch.conf \
+ && echo 'session optional pam_mkhomedir.so umask=0077' >> /etc/pam.d/sshd
 
 COPY sshd-login.conf /etc/ssh/sshd_config.d/10-hpc-cluster.conf
 COPY entrypoint.sh /usr/local/sbin/hpc-entrypoint

@@ -10,6 +10,7 @@
 # Daemons run in the foreground as children of this script; when any of them exits, the
 # script stops the others and exits non-zero, so Docker's restart policy restarts the set.
 # Secrets come from files mounted by the host (never from arguments or the environment).
+# With an external directory (hpc:identity.ldap), sssd runs beside the daemons, started first.
 set -euo pipefail
 
 MUNGE_KEY=${MUNGE_KEY:-/etc/munge/munge.key}
@@ -18,6 +19,7 @@ DB_DIR=${DB_DIR:-/var/lib/mysql}
 DB_SOCKET=/run/mysqld/mysqld.sock
 ACCOUNTING_DB=slurm_acct_db
 STARTUP_TIMEOUT_S=60
+SSSD_DIR=${SSSD_DIR:-/run/hpc-sssd}  # sssd.conf and the directory's CA, from the host (read-only)
 
 log() { printf 'hpc-entrypoint: %s\n' "$*" >&2; }
 die() {
@@ -44,6 +46,17 @@ start_munge() {
   install -d -o munge -g munge -m 0755 /run/munge
   runuser -u munge -- munged --foreground --key-file="$MUNGE_KEY" --seed-file=/run/munge/munged.seed &
   wait_for "$STARTUP_TIMEOUT_S" munged munge_ok
+}
+
+start_sssd() {
+  [ -f "$SSSD_DIR/sssd.conf" ] || return 0
+  [ -f "$SSSD_DIR/ldap-ca.pem" ] || die "$SSSD_DIR/ldap-ca.pem is missing (the directory's CA)"
+  install -m 0600 -o root -g root "$SSSD_DIR/sssd.conf" /etc/sssd/sssd.conf
+  install -m 0644 -o root -g root "$SSSD_DIR/ldap-ca.pem" /etc/sssd/hpc-ldap-ca.pem
+  # a restarted container asks the directory again instead of trusting an old cache
+  rm -f /var/lib/sss/db/* /var/lib/sss/mc/* /var/lib/sss/pipes/*.pid 2>/dev/null || true
+  sssd -i --logger=stderr &
+  wait_for "$STARTUP_TIMEOUT_S" sssd test -S /var/lib/sss/pipes/nss
 }
 
 db_ping() { mariadb-admin --socket="$DB_SOCKET" ping; }
@@ -84,6 +97,7 @@ supervise() {
 }
 
 run_head() {
+  start_sssd
   start_munge
   start_database
   install -d -o slurm -g slurm -m 0755 /var/log/slurm
@@ -96,6 +110,7 @@ run_head() {
 
 run_worker() {
   [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
+  start_sssd
   start_munge
   install -d -m 0755 /var/log/slurm /var/spool/slurmd
   slurmd -D --conf-server "$SLURM_CONF_SERVER" &
@@ -104,7 +119,17 @@ run_worker() {
 
 run_login() {
   [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
+  start_sssd
   start_munge
+  # Directory users: keys from the directory (sss_ssh_authorizedkeys), homes made at first login
+  # (PAM session: pam_mkhomedir). Read before 10-hpc-cluster.conf: the first value wins.
+  if [ -f "$SSSD_DIR/sssd.conf" ]; then
+    printf '%s\n' "# hpc-cluster: an external directory (hpc:identity.ldap)" "UsePAM yes" \
+      "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys %u" "AuthorizedKeysCommandUser nobody" \
+      >/etc/ssh/sshd_config.d/05-hpc-directory.conf
+  else
+    rm -f /etc/ssh/sshd_config.d/05-hpc-directory.conf
+  fi
   install -d -m 0700 /var/lib/hpc-login/ssh
   [ -f /var/lib/hpc-login/ssh/ssh_host_ed25519_key ] \
     || ssh-keygen -q -t ed25519 -N '' -C '' -f /var/lib/hpc-login/ssh/ssh_host_ed25519_key

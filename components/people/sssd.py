@@ -1,0 +1,121 @@
+"""Pure renderers for an external LDAP directory read by SSSD in the Slurm containers.
+
+Each Slurm host keeps ``sssd.conf`` (0600, the bind password substituted on the host from stdin:
+never in a script, an argument or the plan) and the directory's CA under ``SSSD_HOST_DIR``,
+mounted read-only at ``SSSD_CONTAINER_DIR``; the containers' entrypoint installs them and runs
+``sssd`` beside their daemons. Users resolve in the order ``files extrausers sss``: the stack's
+``hpc:users`` win over a directory entry of the same name.
+
+What the directory cannot do here: give ids below 1000 or above 59999 (root, service accounts,
+the munge and slurm ids are out of reach: ``min_id``/``max_id``), talk without TLS (StartTLS on
+``ldap://``, certificate checked, ``ldap_tls_reqcert = demand``), or check a password (no
+``auth_provider``: logins stay key-only, keys from ``ssh_public_key_attribute``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.scripts import RemoteScript, put_file, restart_running, script
+
+SSSD_HOST_DIR = "/etc/hpc-cluster/sssd"
+SSSD_CONTAINER_DIR = "/run/hpc-sssd"
+CA_FILE = "ldap-ca.pem"
+CA_IN_CONTAINER = "/etc/sssd/hpc-ldap-ca.pem"  # where the entrypoint installs it
+PASSWORD_PLACEHOLDER = "@@LDAP_BIND_PASSWORD@@"
+MIN_ID, MAX_ID = 1000, 59999  # the range hpc:users may use too (stacks/config_people.py)
+HOME_ROOT = "/home"  # the shared volume's homes, at the same path in every container
+
+
+@dataclass(frozen=True)
+class Directory:
+    """An LDAP directory as SSSD reads it."""
+
+    uris: tuple[str, ...]
+    base_dn: str
+    bind_dn: str | None
+    tls_ca: str
+    ssh_key_attribute: str | None
+
+    @property
+    def binds(self) -> bool:
+        return self.bind_dn is not None
+
+
+def sssd_conf(d: Directory) -> str:
+    """sssd.conf with the bind password as ``PASSWORD_PLACEHOLDER``."""
+    # pam: sshd's account phase asks pam_sss (libpam-sss) about directory users
+    services = "nss, pam, ssh" if d.ssh_key_attribute else "nss, pam"
+    lines = [
+        "# Managed by hpc-cluster (Pulumi): hpc:identity.ldap.",
+        "[sssd]",
+        f"services = {services}",
+        "domains = ldap",
+        "",
+        "[nss]",
+        "# root and the service accounts never come from the directory",
+        "filter_users = root, munge, slurm, mysql, nobody",
+        "filter_groups = root, munge, slurm, mysql, nogroup",
+        "",
+        "[domain/ldap]",
+        "id_provider = ldap",
+        "auth_provider = none",
+        "access_provider = permit",
+        "ldap_schema = rfc2307",
+        f"ldap_uri = {', '.join(d.uris)}",
+        f"ldap_search_base = {d.base_dn}",
+        "ldap_tls_reqcert = demand",
+        f"ldap_tls_cacert = {CA_IN_CONTAINER}",
+        f"ldap_id_use_start_tls = {'false' if all(u.startswith('ldaps://') for u in d.uris) else 'true'}",
+        f"min_id = {MIN_ID}",
+        f"max_id = {MAX_ID}",
+        f"override_homedir = {HOME_ROOT}/%u",
+        "override_shell = /bin/bash",
+        "cache_credentials = false",
+        "enumerate = false",
+    ]
+    if d.binds:
+        lines += [
+            f"ldap_default_bind_dn = {d.bind_dn}",
+            "ldap_default_authtok_type = password",
+            f"ldap_default_authtok = {PASSWORD_PLACEHOLDER}",
+        ]
+    if d.ssh_key_attribute:
+        lines.append(f"ldap_user_ssh_public_key = {d.ssh_key_attribute}")
+    return "\n".join(lines) + "\n"
+
+
+def directory_step(host: str, d: Directory, containers: tuple[str, ...]) -> RemoteScript:
+    """Write the CA and sssd.conf (password from stdin when the directory binds) to this host;
+    a change restarts the host's running Slurm containers. Delete removes both (no data)."""
+    conf = f"{SSSD_HOST_DIR}/sssd.conf"
+    if d.binds:
+        password = """\
+password=$(cat)
+[ -n "$password" ] || hpc_fail "no LDAP bind password on stdin"
+case $password in *$'\\n'*) hpc_fail "the LDAP bind password has a line break";; esac
+shopt -u patsub_replacement 2>/dev/null || true  # bash 5.2: '&' in the password stays itself
+"""
+        write = f'hpc_put_file {conf} 0600 0:0 < <(printf \'%s\' "${{template//{PASSWORD_PLACEHOLDER}/$password}}")\n'
+    else:
+        password = ""
+        write = f"hpc_put_file {conf} 0600 0:0 < <(printf '%s' \"$template\")\n"
+    create = script(
+        host,
+        f"{host}-directory",
+        f"""\
+{password}hpc_dir {SSSD_HOST_DIR} 0700 0:0
+{put_file(f"{SSSD_HOST_DIR}/{CA_FILE}", "0644", d.tls_ca)}changed=0
+if hpc_file_changed; then changed=1; fi
+template=$(cat <<'SSSD_CONF'
+{sssd_conf(d).rstrip()}
+SSSD_CONF
+)
+template+=$'\\n'
+{write}if hpc_file_changed || [ "$changed" = 1 ]; then  # sssd reads both only at start
+{restart_running(containers, "with the new directory settings")}fi
+""",
+        extra_headers={"secret-stdin": "ldap-bind-password"} if d.binds else None,
+    )
+    delete = script(host, f"{host}-directory-delete", f"rm -rf {SSSD_HOST_DIR}\n")
+    return RemoteScript(f"{host}-directory", host, create, delete)
