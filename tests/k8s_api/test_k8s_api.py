@@ -390,7 +390,10 @@ def test_removing_a_model_deletes_its_objects_and_nothing_else(applied):
         api.apply(after[k].manifest)
 
     wait_for(f"{gone}'s pods gone", lambda: not api.list("v1", "Pod", NS, labelSelector=f"app={gone}"), timeout=90)
-    assert api.list("apps/v1", "ReplicaSet", NS, labelSelector=f"app={gone}") == []
+    # foreground deletion: the ReplicaSet goes once its pods are gone
+    wait_for(
+        f"{gone}'s ReplicaSet gone", lambda: not api.list("apps/v1", "ReplicaSet", NS, labelSelector=f"app={gone}")
+    )
     wait_for(
         f"{gone}'s endpoints gone",
         lambda: (
