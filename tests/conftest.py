@@ -15,6 +15,21 @@ REQUIRE_INTEGRATION = os.environ.get("HPC_REQUIRE_INTEGRATION") == "1"
 # Tests that need something real (daemons, the engine, a tool such as promtool): CI installs it, so
 # under HPC_REQUIRE_INTEGRATION=1 their skip is a failure, never a pass.
 REAL_MARKERS = ("integration", "engine", "real_tool", "k8s_api")
+# Every test in these directories carries the directory's marker, whether or not its module says
+# so (a module that forgets ``pytestmark`` must not turn a skipped real test into a pass).
+DIRECTORY_MARKERS = {"integration": "integration", "engine": "engine", "k8s_api": "k8s_api"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = ROOT / "tests"
+    for item in items:
+        path = Path(str(item.path))
+        if not path.is_relative_to(tests) or len(path.relative_to(tests).parts) < 2:
+            continue
+        marker = DIRECTORY_MARKERS.get(path.relative_to(tests).parts[0])
+        if marker and not item.get_closest_marker(marker):
+            item.add_marker(marker)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -90,7 +90,7 @@ def directory_step(host: str, d: Directory, containers: tuple[str, ...]) -> Remo
     a change restarts the host's running Slurm containers. Delete removes both (no data)."""
     conf = f"{SSSD_HOST_DIR}/sssd.conf"
     if d.binds:
-        password = """\
+        read_password = """\
 password=$(cat)
 [ -n "$password" ] || hpc_fail "no LDAP bind password on stdin"
 case $password in *$'\\n'*) hpc_fail "the LDAP bind password has a line break";; esac
@@ -98,13 +98,13 @@ shopt -u patsub_replacement 2>/dev/null || true  # bash 5.2: '&' in the password
 """
         write = f'hpc_put_file {conf} 0600 0:0 < <(printf \'%s\' "${{template//{PASSWORD_PLACEHOLDER}/$password}}")\n'
     else:
-        password = ""
+        read_password = ""
         write = f"hpc_put_file {conf} 0600 0:0 < <(printf '%s' \"$template\")\n"
     create = script(
         host,
         f"{host}-directory",
         f"""\
-{password}hpc_dir {SSSD_HOST_DIR} 0700 0:0
+{read_password}hpc_dir {SSSD_HOST_DIR} 0700 0:0
 {put_file(f"{SSSD_HOST_DIR}/{CA_FILE}", "0644", d.tls_ca)}changed=0
 if hpc_file_changed; then changed=1; fi
 template=$(cat <<'SSSD_CONF'

@@ -61,7 +61,8 @@ def directory_step(
     if directory.binds and password is None:
         raise ValueError(f"{name}: the directory binds as {directory.bind_dn} but no password was given")
     step = sssd.directory_step(ssh.name, directory, steps.SLURM_CONTAINERS)
-    opts = pulumi.ResourceOptions(parent=parent)
-    if directory.binds:
-        return [remote.run(name, ssh, step, stdin=password, secret_stdin=True, opts=opts)], [DIRECTORY_VOLUME]
-    return [remote.run(name, ssh, step, opts=opts)], [DIRECTORY_VOLUME]
+    stdin = password if directory.binds else None
+    run = remote.run(
+        name, ssh, step, stdin=stdin, secret_stdin=directory.binds, opts=pulumi.ResourceOptions(parent=parent)
+    )
+    return [run], [DIRECTORY_VOLUME]

@@ -403,17 +403,20 @@ def stack_network(net: str) -> dict[str, str]:
     }
 
 
-def wait_until(pred, what: str, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
-    """Poll ``pred`` until true; a failing probe (OSError, a timed-out command) counts as false."""
+def wait_until(pred, what: str, timeout: float = 20):  # type: ignore[no-untyped-def]
+    """Poll ``pred`` until it returns something truthy, and return that; a failing probe
+    (OSError, a timed-out command) counts as false. The timeout names ``what`` and the last value."""
     deadline = time.monotonic() + timeout
+    last = None
     while time.monotonic() < deadline:
         try:
-            if pred():
-                return
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+            last = pred()
+            if last:
+                return last
+        except (OSError, subprocess.TimeoutExpired) as e:
+            last = e
         time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -21,7 +21,9 @@ from tests.integration import docker_lab, hostkeys
 from tests.integration import lab as labmod
 from tests.integration.steps import run_step
 from tests.integration.test_slurm import Cluster, Planned, run_head_steps
+from tests.integration.test_slurm import ssh_login as login
 
+pytestmark = pytest.mark.integration
 NET = "10.81.0"
 HOSTS = ["head", "c1", "login", "ldap"]  # ldap: the site's directory server, not a stack host
 SLURM_HOSTS = ["head", "c1", "login"]
@@ -156,7 +158,7 @@ def directory_cluster(tmp_path_factory):
     labmod.require(*TOOLS)
     builder = docker_lab.Builder(tmp_path_factory.mktemp("builder"))
     lab = labmod.Lab(HOSTS, net=NET)
-    c = Cluster(lab, builder, SLURM_HOSTS)
+    c = Cluster(lab, builder, SLURM_HOSTS, CTR_ADDR["login"])
     resolver = None
     try:
         lab.up()
@@ -190,14 +192,6 @@ def directory_cluster(tmp_path_factory):
             resolver.terminate()
             resolver.wait(10)
         lab.down()
-
-
-def login(c: Cluster, user: str, cmd: str) -> subprocess.CompletedProcess[str]:
-    key = hostkeys.key_file(f"user-{user}")
-    argv = ["ip", "netns", "exec", f"{c.lab.prefix}-cl", "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes",
-            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=10", f"{user}@{CTR_ADDR['login']}", cmd]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180)
 
 
 def test_a_directory_only_user_logs_in_with_the_directory_key_and_runs_a_job(directory_cluster):

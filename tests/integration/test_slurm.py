@@ -182,9 +182,12 @@ class Planned:
 class Cluster:
     """The lab's hosts with a Docker engine each, and the plan's containers running on them."""
 
-    def __init__(self, lab: labmod.Lab, builder: docker_lab.Builder, hosts: list[str] = HOSTS):
+    def __init__(
+        self, lab: labmod.Lab, builder: docker_lab.Builder, hosts: list[str] = HOSTS, login: str = CTR_ADDR["login"]
+    ):
         self.lab = lab
         self.hosts = hosts
+        self.login_address = login  # the login container's address: where researchers SSH to
         self.builder = builder
         self.d = lab.dir / "slurm"
         self.d.mkdir(mode=0o755)
@@ -418,7 +421,7 @@ def ssh_login(cluster, user: str, cmd: str, key_of: str | None = None, *opts: st
     key = hostkeys.key_file(f"user-{key_of or user}")
     argv = ["ip", "netns", "exec", f"{cluster.lab.prefix}-cl", "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes",
             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=10", *opts, f"{user}@{CTR_ADDR['login']}", cmd]  # fmt: skip
+            "-o", "ConnectTimeout=10", *opts, f"{user}@{cluster.login_address}", cmd]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, timeout=180)
 
 

@@ -10,6 +10,8 @@ says, with its own error messages.
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 import secrets
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from offline import plan
+from tests.integration.lab import wait_until
 
 K8S = plan.ROOT / ".k8s"
 SERVICE_CIDR = "10.43.0.0/16"  # k3s's defaults
@@ -65,7 +68,9 @@ class Api:
     ca_file: Path
     _resources: dict[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
 
+    @functools.cached_property
     def _context(self) -> ssl.SSLContext:
+        """Made once, on first use (the apiserver writes its certificate when it starts)."""
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
         ctx.check_hostname = False  # the self-signed serving cert names the advertise address
         return ctx
@@ -81,7 +86,7 @@ class Api:
         if data is not None:
             req.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(req, context=self._context(), timeout=30) as resp:
+            with urllib.request.urlopen(req, context=self._context, timeout=30) as resp:
                 text = resp.read().decode()
         except urllib.error.HTTPError as e:
             raw = e.read().decode()
@@ -121,13 +126,11 @@ class Api:
             prefix = f"{group}/namespaces/{namespace}/{plural}"
         return prefix + (f"/{name}" if name else "")
 
-    def apply(self, obj: dict[str, Any], manager: str = "hpc-cluster", dry_run: bool = False) -> dict[str, Any]:
+    def apply(self, obj: dict[str, Any], manager: str = "hpc-cluster") -> dict[str, Any]:
         """Server-side apply (what the Pulumi provider does with enableServerSideApply)."""
         meta = obj["metadata"]
         path = self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         query = {"fieldManager": manager, "force": "true"}
-        if dry_run:
-            query["dryRun"] = "All"
         result: dict[str, Any] = self.request("PATCH", path, obj, "application/apply-patch+yaml", **query)
         return result
 
@@ -156,18 +159,6 @@ class Api:
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}
         self.request("DELETE", self.path(api_version, kind, name, namespace), body)
-
-
-def wait_for(what: str, check: Any, timeout: float = 90, interval: float = 0.5) -> Any:
-    """Poll ``check()`` until it returns something truthy; fail naming ``what`` and the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 class ControlPlane:
@@ -272,7 +263,7 @@ class ControlPlane:
             self._alive("kube-apiserver")
             return self._readyz()
 
-        wait_for("kube-apiserver /readyz", ready, timeout=120)
+        wait_until(ready, "kube-apiserver /readyz", timeout=120)
         if not controllers:
             self.started_seconds = time.monotonic() - started
             return self
@@ -307,9 +298,10 @@ class ControlPlane:
             ],
         )
         # the service account controller (controller-manager) creates each namespace's default account
-        wait_for(
-            "the default ServiceAccount",
+        wait_until(
             lambda: self._alive_all() or self.api.get("v1", "ServiceAccount", "default", "default"),
+            "the default ServiceAccount",
+            timeout=90,
         )
         self.started_seconds = time.monotonic() - started
         return self
@@ -325,8 +317,6 @@ class ControlPlane:
 
     def kubeconfig(self, server: str) -> dict[str, Any]:
         ca = self.api.ca_file.read_text()
-        import base64
-
         return {
             "apiVersion": "v1",
             "kind": "Config",

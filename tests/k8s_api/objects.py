@@ -179,15 +179,3 @@ def fields_changed(sent: Any, got: Any, path: str = "") -> list[str]:
             return [f"{path}: {len(sent)} items sent, {len(got)} back"]
         return [p for i, (a, b) in enumerate(zip(sent, got, strict=True)) for p in fields_changed(a, b, f"{path}[{i}]")]
     return [] if sent == got else [f"{path}: sent {sent!r}, got {got!r}"]
-
-
-def defaults_added(sent: Any, got: Any, path: str = "") -> list[str]:
-    """Paths the server filled in that were not sent (defaulting, allocation)."""
-    if isinstance(sent, dict) and isinstance(got, dict):
-        out = [f"{path}.{k}" for k in got if k not in sent]
-        for k in sent.keys() & got.keys():
-            out += defaults_added(sent[k], got[k], f"{path}.{k}")
-        return out
-    if isinstance(sent, list) and isinstance(got, list) and len(sent) == len(got):
-        return [p for i, (a, b) in enumerate(zip(sent, got, strict=True)) for p in defaults_added(a, b, f"{path}[{i}]")]
-    return []

@@ -21,9 +21,10 @@ from components.inference import capacity
 from offline import plan
 from offline.stack_file import read as read_stack
 from stacks import config as cfgmod
+from tests.integration.lab import wait_until
 
 from . import objects
-from .cluster import K8S, Api, ApiError, ControlPlane, binaries_missing, wait_for
+from .cluster import K8S, Api, ApiError, ControlPlane, binaries_missing
 
 pytestmark = pytest.mark.k8s_api
 NS = "inference"
@@ -56,26 +57,26 @@ def install_k3s_addons(api: Api, disabled: list[str]) -> None:
     """What k3s installs itself: Traefik's CRDs (unless the server config disables Traefik)."""
     if "traefik" in disabled:
         return
-    for crd in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()):
-        if crd:
-            api.apply(crd, manager="k3s")
-    for crd in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()):
-        if crd:
-            name = crd["metadata"]["name"]
-            wait_for(
-                f"CRD {name} established",
-                lambda n=name: any(
-                    c["type"] == "Established" and c["status"] == "True"
-                    for c in (api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n) or {})
-                    .get("status", {})
-                    .get("conditions", [])
-                ),
-            )
+    crds = [c for c in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()) if c]
+    for crd in crds:
+        api.apply(crd, manager="k3s")
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        wait_until(
+            lambda n=name: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n) or {})
+                .get("status", {})
+                .get("conditions", [])
+            ),
+            f"CRD {name} established",
+            timeout=90,
+        )
     api.forget_discovery()
 
 
 def apply_plan(a: Applied) -> None:
-    """Apply each recorded object in registration order; a patch needs its object to exist (the
+    """Apply each recorded object in the engine's (dependency) order; a patch needs its object to exist (the
     provider's NodePatch fails otherwise). A claim gets the provisioner's volume."""
     classes = {m["metadata"]["name"]: m for m in a.of_kind("StorageClass")}
     for rec in a.records:
@@ -125,9 +126,9 @@ def applied(request: pytest.FixtureRequest):
         apply_plan(a)
         for d in a.of_kind("Deployment"):
             if not a.refused:
-                wait_for(
-                    f"Deployment {d['metadata']['name']} available",
+                wait_until(
                     lambda n=d["metadata"]["name"]: deployment_available(cp.api, n),
+                    f"Deployment {d['metadata']['name']} available",
                     timeout=120,
                 )
         yield a
@@ -337,7 +338,7 @@ def test_a_model_that_does_not_fit_stays_pending_and_says_why(applied):
         old = pod["metadata"]["name"]
         api.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{old}")
         # the old pod holds the model's hostPort until it is gone: only then is memory the reason
-        wait_for(f"pod {old} gone", lambda: api.get("v1", "Pod", old, NS) is None, timeout=60)
+        wait_until(lambda: api.get("v1", "Pod", old, NS) is None, f"pod {old} gone", timeout=60)
 
         def unschedulable() -> str:
             conds = [c for p in pods_of(api, m.name) for c in p["status"].get("conditions", [])]
@@ -348,13 +349,13 @@ def test_a_model_that_does_not_fit_stays_pending_and_says_why(applied):
             ]
             return next((x for x in msgs if "Insufficient memory" in x), "")
 
-        reason = wait_for(f"{m.name} refused by the scheduler for memory", unschedulable, timeout=60)
+        reason = wait_until(unschedulable, f"{m.name} refused by the scheduler for memory", timeout=60)
         assert f"0/{len(api.list('v1', 'Node'))} nodes are available: 1 Insufficient memory" in reason, reason
         assert not deployment_available(api, m.name)
         assert all(deployment_available(api, o.name) for o in applied.cfg.inference.models if o.name != m.name)
     finally:
         set_allocatable_memory(api, m.host, int(full.removesuffix("Mi")) if full.endswith("Mi") else room + 1)
-    wait_for(f"{m.name} available again", lambda: deployment_available(api, m.name), timeout=90)
+    wait_until(lambda: deployment_available(api, m.name), f"{m.name} available again", timeout=90)
     assert [p["spec"]["nodeName"] for p in pods_of(api, m.name)] == [m.host]
 
 
@@ -389,19 +390,26 @@ def test_removing_a_model_deletes_its_objects_and_nothing_else(applied):
     for k in changed:
         api.apply(after[k].manifest)
 
-    wait_for(f"{gone}'s pods gone", lambda: not api.list("v1", "Pod", NS, labelSelector=f"app={gone}"), timeout=90)
+    wait_until(lambda: not api.list("v1", "Pod", NS, labelSelector=f"app={gone}"), f"{gone}'s pods gone", timeout=90)
     # foreground deletion: the ReplicaSet goes once its pods are gone
-    wait_for(
-        f"{gone}'s ReplicaSet gone", lambda: not api.list("apps/v1", "ReplicaSet", NS, labelSelector=f"app={gone}")
+    wait_until(
+        lambda: not api.list("apps/v1", "ReplicaSet", NS, labelSelector=f"app={gone}"),
+        f"{gone}'s ReplicaSet gone",
+        timeout=90,
     )
-    wait_for(
-        f"{gone}'s endpoints gone",
+    wait_until(
         lambda: (
             not api.list("discovery.k8s.io/v1", "EndpointSlice", NS, labelSelector=f"kubernetes.io/service-name={gone}")
         ),
+        f"{gone}'s endpoints gone",
+        timeout=90,
     )
     for k in removed:  # foreground deletion: gone once the garbage collector has removed its dependents
-        wait_for(f"{k} gone", lambda k=k: api.get(before[k].manifest["apiVersion"], k[0], k[2], k[1] or None) is None)
+        wait_until(
+            lambda k=k: api.get(before[k].manifest["apiVersion"], k[0], k[2], k[1] or None) is None,
+            f"{k} gone",
+            timeout=90,
+        )
     for k, r in after.items():
         obj = api.get(r.manifest["apiVersion"], k[0], k[2], k[1] or None)
         assert obj is not None and obj["metadata"]["uid"] == uids[k], k

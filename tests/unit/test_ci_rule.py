@@ -38,3 +38,24 @@ def test_skipped_real_test_fails_only_when_required(pytester, monkeypatch, requi
     pytester.makepyfile(SKIPPING)
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=failed, errors=errors, skipped=skipped)
+
+
+def test_every_test_under_a_real_directory_carries_its_marker():
+    """A module under tests/integration, tests/engine or tests/k8s_api that forgets its
+    ``pytestmark`` is still marked (so CI's rule above applies to it): deselecting the three
+    markers leaves nothing of those directories."""
+    import subprocess
+    import sys
+
+    from tests import conftest
+
+    dirs = [f"tests/{d}" for d in conftest.DIRECTORY_MARKERS]
+    every = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *dirs],
+                           cwd=conftest.ROOT, capture_output=True, text=True)  # fmt: skip
+    assert "tests/integration/test_directory.py::" in every.stdout, every.stdout[-2000:]
+    unmarked = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-m", "not integration and not engine and not k8s_api", *dirs],
+        cwd=conftest.ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert "::" not in unmarked.stdout, unmarked.stdout
