@@ -136,7 +136,7 @@ def restart_running(containers: tuple[str, ...], why: str) -> str:
     names = " ".join(containers)
     return f"""\
   for c in {names}; do
-    if docker inspect -f '{{{{.State.Running}}}}' "$c" 2>/dev/null | grep -qx true; then
+    if [ "$(docker inspect -f '{{{{.State.Running}}}}' "$c" 2>/dev/null)" = true ]; then
       docker restart "$c" >/dev/null
       hpc_changed "restarted $c {why}"
     fi

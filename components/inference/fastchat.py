@@ -43,7 +43,7 @@ def import_image(host: str, image: str) -> RemoteScript:
         host,
         f"{host}-fastchat-import",
         f"""\
-if ! k3s ctr images ls -q | grep -qxF "docker.io/{image}"; then
+if ! grep -qxF "docker.io/{image}" <<<"$(k3s ctr images ls -q)"; then
   docker save "{image}" | k3s ctr images import - >/dev/null
   hpc_changed "imported {image} into k3s"
 fi

@@ -79,7 +79,7 @@ hpc_dir {ACCOUNTS_DIR}/keys 0755 0:0
 {files}wanted=({wanted})
 for f in {ACCOUNTS_DIR}/keys/*; do
   [ -e "$f" ] || continue
-  if ! printf '%s\\n' "${{wanted[@]}}" | grep -qxF -- "${{f##*/}}"; then
+  if ! grep -qxF -- "${{f##*/}}" < <(printf '%s\\n' "${{wanted[@]}}"); then
     rm -f "$f"
     hpc_changed "removed the SSH keys of ${{f##*/}}"
   fi
@@ -149,7 +149,7 @@ def slurm_accounting(host: str, container: str, cluster: str, people: tuple[Pers
         f"""\
 sam() {{ docker exec {container} sacctmgr -n -P "$@"; }}
 hpc_wait {SLURMDBD_READY_TIMEOUT_S} "slurmdbd to answer" sam show cluster format=cluster
-if ! sam show cluster format=cluster | grep -qxF {sh_quote(cluster)}; then
+if ! grep -qxF {sh_quote(cluster)} <<<"$(sam show cluster format=cluster)"; then
   sam -i add cluster {sh_quote(cluster)} >/dev/null
   hpc_changed "added cluster {cluster}"
 fi
@@ -157,14 +157,14 @@ wanted=$(cat <<'HPC_WANTED'
 {wanted}HPC_WANTED
 )
 for acct in {accounts}; do
-  if ! sam show account "$acct" format=account | grep -qxF "$acct"; then
+  if ! grep -qxF "$acct" <<<"$(sam show account "$acct" format=account)"; then
     sam -i add account "$acct" description={MANAGED} organization={MANAGED} >/dev/null
     hpc_changed "added account $acct"
   fi
 done
 while IFS='|' read -r user acct; do
   [ -n "$user" ] || continue
-  if ! sam show assoc where user="$user" account="$acct" format=user | grep -qxF "$user"; then
+  if ! grep -qxF "$user" <<<"$(sam show assoc where user="$user" account="$acct" format=user)"; then
     sam -i add user "$user" account="$acct" defaultaccount="$acct" >/dev/null
     hpc_changed "added $user to account $acct"
   fi

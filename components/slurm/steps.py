@@ -120,11 +120,11 @@ def config_file(host: str, name: str, content: str) -> RemoteScript:
 mkdir -p {CONFIG_DIR}
 content=$(cat)
 hpc_put_file {path} 0644 0:0 < <(printf '%s\\n' "$content")
-running() {{ docker inspect -f '{{{{.State.Running}}}}' {HEAD_CONTAINER} 2>/dev/null | grep -qx true; }}
+running() {{ [ "$(docker inspect -f '{{{{.State.Running}}}}' {HEAD_CONTAINER} 2>/dev/null)" = true ]; }}
+controller_up() {{ grep -q 'is UP' <<<"$(docker exec {HEAD_CONTAINER} scontrol ping)"; }}
 if hpc_file_changed && running; then
   docker exec {HEAD_CONTAINER} scontrol reconfigure
-  hpc_wait {CONTROLLER_RECONFIGURE_TIMEOUT_S} "slurmctld after the reconfigure" \\
-    bash -c "docker exec {HEAD_CONTAINER} scontrol ping | grep -q 'is UP'"
+  hpc_wait {CONTROLLER_RECONFIGURE_TIMEOUT_S} "slurmctld after the reconfigure" controller_up
   hpc_changed "scontrol reconfigure"
 fi
 """,
@@ -221,9 +221,9 @@ def drain(head: str, node: str, max_unavailable: int = 1, timeout_s: int = DRAIN
         f"""\
 sc() {{ docker exec {HEAD_CONTAINER} scontrol "$@"; }}
 in_slurm() {{ docker inspect {HEAD_CONTAINER} >/dev/null 2>&1 && sc show node {node} >/dev/null 2>&1; }}
-draining() {{ sc show node {node} | grep -q 'State=[A-Z+]*DRAIN'; }}
-drained() {{ sc show node {node} | grep -Eq 'State=(IDLE|DOWN)\\+DRAIN|State=[A-Z+]*DRAINED'; }}
-ours() {{ sc show node {node} | grep -qF {ours}; }}
+draining() {{ grep -q 'State=[A-Z+]*DRAIN' <<<"$(sc show node {node})"; }}
+drained() {{ grep -Eq 'State=(IDLE|DOWN)\\+DRAIN|State=[A-Z+]*DRAINED' <<<"$(sc show node {node})"; }}
+ours() {{ grep -qF {ours} <<<"$(sc show node {node})"; }}
 others() {{
   sc -o show nodes | awk -v me=NodeName={node} -v r={ours} 'index($0, r) && $1 != me {{ print substr($1, 10) }}' \\
     | paste -sd' '
@@ -273,7 +273,7 @@ def resume(head: str, node: str) -> RemoteScript:
         f"{node}-resume",
         f"""\
 sc() {{ docker exec {HEAD_CONTAINER} scontrol "$@"; }}
-ours() {{ sc show node {node} 2>/dev/null | grep -qF {sh_quote("Reason=" + DRAIN_REASON)}; }}
+ours() {{ grep -qF {sh_quote("Reason=" + DRAIN_REASON)} <<<"$(sc show node {node} 2>/dev/null)"; }}
 if docker inspect {HEAD_CONTAINER} >/dev/null 2>&1 && ours; then
   sc update nodename={node} state=resume
   hpc_changed "resumed {node}"

@@ -169,8 +169,8 @@ state() {{
   elif ! grep -q 'users:' <<<"$users"; then
     echo unowned  # no process owns the socket yet (a daemon mid-start) or a kernel NFS server
   elif ! grep -q '"ganesha.nfsd"' <<<"$users"; then
-    echo "held by $(grep -o 'users:(([^)]*)' <<<"$users" | head -n1)"
-  elif export_mgr DisplayExport uint16:{EXPORT_ID} 2>/dev/null | grep -qF 'string "/{volume}"'; then
+    echo "held by $(grep -o -m1 'users:(([^)]*)' <<<"$users")"
+  elif grep -qF 'string "/{volume}"' <<<"$(export_mgr DisplayExport uint16:{EXPORT_ID} 2>/dev/null)"; then
     echo serving
   else
     echo no-export

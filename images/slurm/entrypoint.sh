@@ -144,7 +144,7 @@ run_login() {
 health() {
   munge_ok || die "munged does not answer"
   if [ -f /etc/slurm/slurm.conf ] || [ -f /run/slurm/conf/slurm.conf ]; then
-    scontrol ping | grep -q 'is UP' || die "slurmctld does not answer"
+    grep -q 'is UP' <<<"$(scontrol ping)" || die "slurmctld does not answer"
   else
     kill -0 "$(cat /run/slurmd.pid)" || die "slurmd is not running"
   fi

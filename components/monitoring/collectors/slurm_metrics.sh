@@ -18,7 +18,7 @@ tmp=$(mktemp "$(dirname "$out")/.slurm.XXXXXX")
     down=0 drained=0
     case "$base" in down | fail | failg) down=1 ;; esac
     case "$base" in drain | drng) drained=1 ;; esac
-    gpus=$(grep -o 'gpu[^,(]*' <<<"$gres" | head -n1 | grep -o '[0-9]*$' || true)  # gpu:a100:2(S:0)
+    gpus=$(grep -o -m1 'gpu[^,(]*' <<<"$gres" | sed -n '1s/.*[^0-9]//p' || true)  # gpu:a100:2(S:0)
     echo "hpc_slurm_node_down{node=\"$node\",state=\"$base\"} $down"
     echo "hpc_slurm_node_drained{node=\"$node\"} $drained"
     echo "hpc_slurm_node_gpus{node=\"$node\"} ${gpus:-0}"
