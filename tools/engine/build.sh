@@ -10,6 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tools/engine/versions.env
 source "$here/versions.env"
+# shellcheck source=tools/cache.sh
+source "$here/../cache.sh"
 
 export GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0
 command -v go >/dev/null || { echo "make engine: go is not installed (Debian: apt-get install golang, or Go >= 1.26)" >&2; exit 1; }
@@ -37,20 +39,20 @@ build_core() {
   sdk=$(cd "$here/cli" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
   install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$cache/bin/"
   install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$cache/bin/"
-  touch "$cache/bin/.complete"
 }
 
 # One plugin: build it, or record exactly why it cannot be built. Never fatal: the engine is
 # still useful without a plugin, and tests report which tiers it could not cover.
 build_plugin() {
   local name=$1 version=$2 pkg=$3 xver=$4 out="$cache/plugins/$1-$2"
-  if [ -x "$out/pulumi-resource-$name" ]; then echo "built"; return; fi
+  if cache_ok "$out"; then echo "built"; return; fi
   if [ -z "$pkg" ]; then
     local why="NOT_BUILDABLE_$name"; echo "not-buildable: ${!why}"; return
   fi
   local log; log=$(mktemp)
-  mkdir -p "$out"
+  cache_reset "$out" >&2
   if GOBIN="$out" go install "${build_flags[@]}" -ldflags "-s -w -X $xver" "$pkg" >"$log" 2>&1; then
+    cache_seal "$out"
     echo "built"
   else
     # Quote the go command's own error (the module proxy's answer), one line.
@@ -59,10 +61,12 @@ build_plugin() {
   rm -f "$log"
 }
 
-if [ -f "$cache/bin/.complete" ]; then
+if cache_ok "$cache/bin"; then
   echo "make engine: pulumi v$PULUMI_CLI_VERSION from the cache ($cache)"
 else
+  cache_reset "$cache/bin"
   build_core
+  cache_seal "$cache/bin"
 fi
 
 mkdir -p "$engine/bin" "$engine/home"

