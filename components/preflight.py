@@ -8,58 +8,30 @@ prerequisite fails once, first, with one line naming the host and the fix.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 from pulumi_command import remote as command_remote
 from pydantic import Field
 
 from components.base import Args
 from components.remote import Ssh
-from components.scripts import RemoteScript, no_undo, script, wrap
+from components.scripts import Raw, RemoteScript, fill, no_undo, script, wrap
 
+SHELL = Path(__file__).with_name("shell")
 SUPPORTED_OS = ("debian:12", "debian:13", "ubuntu:22.04", "ubuntu:24.04")
 
 
 def preflight(host: str, docker: bool, nvidia: bool) -> RemoteScript:
     """The preflight script of one host (pure)."""
-    checks = []
-    if docker:
-        checks.append(
-            f"""\
-out=$(as_root docker version --format '{{{{.Server.Version}}}}' 2>&1) \\
-  || hpc_fail "{host}: Docker is not installed or not running ($out): install docker.io and start it"
-facts+=" docker $out\""""
-        )
-    if nvidia:
-        checks.append(
-            f"""\
-as_root sh -c 'command -v nvidia-ctk' >/dev/null \\
-  || hpc_fail "{host}: the NVIDIA container toolkit is missing (no nvidia-ctk): install nvidia-container-toolkit"
-facts+=" nvidia-container-toolkit\""""
-        )
-    supported = " | ".join(SUPPORTED_OS)
-    create = script(
-        host,
-        f"{host}-preflight",
-        f"""\
-user=$(id -un)
-if [ "$(id -u)" -ne 0 ]; then
-  out=$(sudo -n true 2>&1) || hpc_fail "{host}: user $user cannot run sudo without a password ($out): \\
-give it passwordless sudo or log in as root"
-  as_root() {{ sudo -n "$@"; }}
-else
-  as_root() {{ "$@"; }}
-fi
-# shellcheck disable=SC1091
-. /etc/os-release
-case "${{ID:-}}:${{VERSION_ID:-}}" in
-  {supported}) ;;
-  *) hpc_fail "{host}: ${{PRETTY_NAME:-an unknown OS}} is not supported (Debian 12/13, Ubuntu 22.04/24.04)" ;;
-esac
-facts="$PRETTY_NAME, user $user"
-{chr(10).join(checks)}
-echo "hpc: {host} is ready: $facts"
-""",
+    checks = [name for name, wanted in (("docker", docker), ("nvidia", nvidia)) if wanted]
+    body = fill(
+        SHELL / "preflight.sh",
+        host=host,
+        supported=Raw(" | ".join(SUPPORTED_OS)),
+        checks=Raw("\n".join(fill(SHELL / f"preflight-{c}.sh", host=host).rstrip("\n") for c in checks)),
     )
+    create = script(host, f"{host}-preflight", body)
     return RemoteScript(f"{host}-preflight", host, create, no_undo(host, f"{host}-preflight"))
 
 

@@ -12,21 +12,79 @@ then ``set -euo pipefail``, the shared library (``shell/lib.sh``), the body, and
 which prints ``hpc: result=changed`` or ``hpc: result=unchanged``: a second run of any script
 must print ``unchanged``. Renderers in the tiers build ``RemoteScript``s; ``components.remote``
 turns them into resources.
+
+Bodies are bash files next to their renderer (``components/<tier>/scripts/<step>.sh``), read as
+written by shellcheck and by people, and filled by ``fill``: ``@name@`` takes a value, quoted for
+bash (``shlex.quote``; numbers as they are, lists as quoted words, ``Raw`` fragments unchanged);
+a placeholder alone on its line is a block: the fragment's lines replace that line (an empty one
+removes it); lines starting with ``#@`` are notes for the reader and are not sent. A placeholder left without a
+value, or a value no placeholder takes, is an error, so a template and its renderer cannot drift.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 HEREDOC_MARK = "HPC_SCRIPT_END"
-_LIB = Path(__file__).with_name("shell") / "lib.sh"
+_SHELL = Path(__file__).with_name("shell")
+_LIB = _SHELL / "lib.sh"
 
 
 @cache
 def shell_library() -> str:
     return _LIB.read_text()
+
+
+class Raw(str):
+    """A shell fragment rendered by the program (lines of data, a here-document): ``fill``
+    inserts it unchanged. Anything else is a value and is quoted."""
+
+
+PLACEHOLDER = re.compile(r"@([a-z][a-z0-9_]*)@")
+BLOCK = re.compile(r"^@([a-z][a-z0-9_]*)@\n", re.M)  # a placeholder alone on its line: lines of shell
+Value = str | int | Sequence[str | int]
+
+
+@cache
+def template(path: Path) -> str:
+    """A script template as sent: its ``#@`` note lines removed."""
+    return "".join(line for line in path.read_text().splitlines(keepends=True) if not line.startswith("#@"))
+
+
+def quoted(value: Value) -> str:
+    """``value`` as bash words: a string quoted only where it must be, a number as it is, a list
+    as its quoted words separated by spaces, a ``Raw`` fragment unchanged."""
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, bool):
+        raise TypeError("a bool is not a shell value: pass 0/1 or a word")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return shlex.quote(value)
+    return " ".join(quoted(v) for v in value)
+
+
+def fill(path: Path, /, **values: Value) -> str:
+    """The template at ``path`` with every ``@name@`` replaced by ``quoted(values[name])``."""
+    text = template(path)
+    wanted = set(PLACEHOLDER.findall(text))
+    if missing := sorted(wanted - set(values)):
+        raise KeyError(f"{path.name}: no value for {', '.join(missing)}")
+    if unused := sorted(set(values) - wanted):
+        raise KeyError(f"{path.name}: no placeholder takes {', '.join(unused)}")
+
+    def block(m: re.Match[str]) -> str:
+        lines = quoted(values[m.group(1)])
+        return lines if not lines or lines.endswith("\n") else lines + "\n"
+
+    text = BLOCK.sub(block, text)
+    return PLACEHOLDER.sub(lambda m: quoted(values[m.group(1)]), text)
 
 
 def script(
@@ -36,14 +94,17 @@ def script(
     *,
     file: str | None = None,
     extra_headers: dict[str, str] | None = None,
+    stdout_is_output: bool = False,
 ) -> str:
-    """A complete bash script: header, strict mode, library, ``body``, result line."""
+    """A complete bash script: header, strict mode, library, ``body``, result line (on stderr
+    when ``stdout_is_output``: the step's stdout is then its output, e.g. a kubeconfig)."""
     head = ["#!/usr/bin/env bash", f"# hpc: step={step} host={host}"]
     if file:
         head.append(f"# hpc: file={file}")
     if extra_headers:
         head.append("# hpc: " + " ".join(f"{k}={v}" for k, v in sorted(extra_headers.items())))
-    return "\n".join([*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), "hpc_done", ""])
+    done = "hpc_done >&2" if stdout_is_output else "hpc_done"
+    return "\n".join([*head, "set -euo pipefail", shell_library().rstrip(), "", body.strip("\n"), done, ""])
 
 
 # What the plan's files show in place of the shared library (written once, as shell/lib.sh).
@@ -66,7 +127,7 @@ def put_file(path: str, mode: str, text: str, owner: str = "0:0") -> str:
     if "\nHPC_FILE_END\n" in f"\n{text}":
         raise ValueError(f"{path}: content contains the here-document terminator")
     body = text if not text or text.endswith("\n") else text + "\n"
-    return f"hpc_put_file {sh_quote(path)} {mode} {owner} <<'HPC_FILE_END'\n{body}HPC_FILE_END\n"
+    return f"hpc_put_file {shlex.quote(path)} {mode} {owner} <<'HPC_FILE_END'\n{body}HPC_FILE_END\n"
 
 
 def no_undo(host: str, step: str) -> str:
@@ -125,20 +186,7 @@ def headers(script_text: str) -> dict[str, str]:
     return out
 
 
-def sh_quote(value: str) -> str:
-    """Single-quote a value for bash."""
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
-def restart_running(containers: tuple[str, ...], why: str) -> str:
+def restart_running(containers: tuple[str, ...], why: str) -> Raw:
     """Shell lines (indented for the body of an ``if``): restart those of ``containers`` that
     run, since they read what changed only at start."""
-    names = " ".join(containers)
-    return f"""\
-  for c in {names}; do
-    if [ "$(docker inspect -f '{{{{.State.Running}}}}' "$c" 2>/dev/null)" = true ]; then
-      docker restart "$c" >/dev/null
-      hpc_changed "restarted $c {why}"
-    fi
-  done
-"""
+    return Raw(fill(_SHELL / "restart-running.sh", containers=list(containers), why=Raw(why)))

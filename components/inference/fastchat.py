@@ -14,7 +14,7 @@ from components import remote
 from components.base import Args
 from components.inference import render
 from components.remote import Ssh
-from components.scripts import RemoteScript, script
+from components.scripts import Raw, RemoteScript, fill, script
 from components.slurm.images import IMAGES_DIR, PLATFORMS, context_hash
 
 API_KEY_LENGTH = 40
@@ -39,16 +39,7 @@ class FastChatArgs(Args):
 
 def import_image(host: str, image: str) -> RemoteScript:
     """Copy an image Docker built on the host into k3s's containerd (no registry needed)."""
-    create = script(
-        host,
-        f"{host}-fastchat-import",
-        f"""\
-if ! grep -qxF "docker.io/{image}" <<<"$(k3s ctr images ls -q)"; then
-  docker save "{image}" | k3s ctr images import - >/dev/null
-  hpc_changed "imported {image} into k3s"
-fi
-""",
-    )
+    create = script(host, f"{host}-fastchat-import", fill(render.SCRIPTS / "fastchat-import.sh", image=Raw(image)))
     delete = script(host, f"{host}-fastchat-import-delete", f'k3s ctr images rm "docker.io/{image}" || true\n')
     return RemoteScript(f"{host}-fastchat-import", host, create, delete)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
-from components.scripts import RemoteScript, no_undo, script
+from components.scripts import Raw, RemoteScript, fill, no_undo, script
 
+SCRIPTS = Path(__file__).with_name("scripts")
 API_KEY_PLACEHOLDER = "@@VLLM_API_KEY@@"
 MODEL_CACHE_MOUNT = "/models"
 CHECK_TIMEOUT_S = 10
@@ -103,27 +105,13 @@ def validation(host: str, namespace: str, models: list[ModelServer]) -> RemoteSc
     """After deployment: query every model's /v1/models from the k3s server; print a JSON verdict.
 
     The API key comes on stdin and reaches curl through a file descriptor, never an argument."""
-    checks = "\n".join(f"check {m.name} {m.port} {m.model_id}" for m in models)
+    checks = Raw("\n".join(f"check {m.name} {m.port} {m.model_id}" for m in models))
     create = script(
         host,
         f"{host}-inference-check",
-        f"""\
-key=$(cat)
-verdict=()
-check() {{
-  local name=$1 port=$2 model=$3 ip body
-  ip=$(k3s kubectl -n {namespace} get service "$name" -o jsonpath='{{.spec.clusterIP}}')
-  if body=$(curl -fsS --max-time {CHECK_TIMEOUT_S} -H @/dev/fd/3 "http://$ip:$port/v1/models" \\
-      3<<<"Authorization: Bearer $key") && grep -qF "\\"$model\\"" <<<"$body"; then
-    verdict+=("\\"$name\\": \\"ok\\"")
-  else
-    verdict+=("\\"$name\\": \\"unreachable\\"")
-  fi
-}}
-{checks}
-(IFS=,; printf '{{%s}}\\n' "${{verdict[*]}}")
-""",
+        fill(SCRIPTS / "inference-check.sh", namespace=namespace, timeout=CHECK_TIMEOUT_S, checks=checks),
         extra_headers={"secret-stdin": "api-key"},
-    ).replace("\nhpc_done\n", "\nhpc_done >&2\n")
+        stdout_is_output=True,
+    )
     delete = no_undo(host, f"{host}-inference-check")
     return RemoteScript(f"{host}-inference-check", host, create, delete)

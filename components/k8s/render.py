@@ -8,8 +8,11 @@ nothing is downloaded; another version: the binary is replaced and the service r
 
 from __future__ import annotations
 
-from components.scripts import RemoteScript, no_undo, script
+from pathlib import Path
 
+from components.scripts import Raw, RemoteScript, fill, no_undo, script
+
+SCRIPTS = Path(__file__).with_name("scripts")
 RELEASES = "https://github.com/k3s-io/k3s/releases/download"
 K3S_DIR = "/etc/rancher/k3s"
 TOKEN_FILE = f"{K3S_DIR}/token"
@@ -75,64 +78,28 @@ def install(host: str, role: str, version: str, arch: str, config: str) -> Remot
     unit_name = "k3s" if role == "server" else "k3s-agent"
     unit_file = f"/etc/systemd/system/{unit_name}.service"
     suffix_arch, binary = ARCH[arch]
-    url_version = version.replace("+", "%2B")
-    ready = (
-        f'hpc_wait {READY_TIMEOUT_S} "the k3s API" /usr/local/bin/k3s kubectl get --raw /readyz\n'
-        if role == "server"
-        else ""
+    ready = f'hpc_wait {READY_TIMEOUT_S} "the k3s API" /usr/local/bin/k3s kubectl get --raw /readyz'
+    body = fill(
+        SCRIPTS / "k3s.sh",
+        version=version,
+        binary=binary,
+        releases=RELEASES,
+        url_version=version.replace("+", "%2B"),
+        suffix_arch=suffix_arch,
+        k3s_dir=K3S_DIR,
+        token_file=TOKEN_FILE,
+        config_file=CONFIG_FILE,
+        config=Raw(config.rstrip()),
+        unit_file=unit_file,
+        unit=Raw(_unit(role).rstrip()),
+        unit_name=unit_name,
+        ready=Raw(ready if role == "server" else ""),
     )
-    create = script(
-        host,
-        f"{host}-k3s",
-        f"""\
-token=$(cat)
-[ -n "$token" ] || hpc_fail "no k3s join token on stdin"
-want={version}
-have=$(/usr/local/bin/k3s --version 2>/dev/null | awk 'NR == 1 {{ print $3 }}' || true)
-restart=0
-if [ "$have" != "$want" ]; then
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  curl -fsSL --retry 3 -o "$tmp/{binary}" "{RELEASES}/{url_version}/{binary}"
-  curl -fsSL --retry 3 -o "$tmp/sums" "{RELEASES}/{url_version}/sha256sum-{suffix_arch}.txt"
-  (cd "$tmp" && grep -E ' {binary}$' sums | sha256sum -c -) || hpc_fail "k3s {version} checksum mismatch"
-  install -m 0755 "$tmp/{binary}" /usr/local/bin/k3s
-  hpc_changed "installed k3s $want (was ${{have:-none}})"
-  restart=1
-fi
-mkdir -p {K3S_DIR}
-hpc_put_file {TOKEN_FILE} 0600 0:0 < <(printf '%s\\n' "$token")
-if hpc_file_changed; then restart=1; fi
-hpc_put_file {CONFIG_FILE} 0644 0:0 <<'K3S_CONFIG'
-{config.rstrip()}
-K3S_CONFIG
-if hpc_file_changed; then restart=1; fi
-hpc_put_file {unit_file} 0644 0:0 <<'K3S_UNIT'
-{_unit(role).rstrip()}
-K3S_UNIT
-if hpc_file_changed; then
-  systemctl daemon-reload
-  restart=1
-fi
-if [ "$restart" = 1 ] && systemctl is-active --quiet {unit_name}; then
-  systemctl restart {unit_name}
-  hpc_changed "restarted {unit_name}"
-fi
-hpc_service_up {unit_name}
-{ready}""",
-        extra_headers={"secret-stdin": "k3s-token"},
+    create = script(host, f"{host}-k3s", body, extra_headers={"secret-stdin": "k3s-token"})
+    undo = fill(
+        SCRIPTS / "k3s-delete.sh", unit_name=unit_name, files=[unit_file, CONFIG_FILE, TOKEN_FILE, "/usr/local/bin/k3s"]
     )
-    delete = script(
-        host,
-        f"{host}-k3s-delete",
-        f"""\
-hpc_service_down {unit_name}
-rm -f {unit_file} {CONFIG_FILE} {TOKEN_FILE} /usr/local/bin/k3s
-systemctl daemon-reload
-echo "hpc: keeping /var/lib/rancher/k3s (cluster data); remove it by hand to wipe the node"
-""",
-    )
-    return RemoteScript(f"{host}-k3s", host, create, delete)
+    return RemoteScript(f"{host}-k3s", host, create, script(host, f"{host}-k3s-delete", undo))
 
 
 def read_kubeconfig(host: str, address: str) -> RemoteScript:
@@ -140,12 +107,9 @@ def read_kubeconfig(host: str, address: str) -> RemoteScript:
     create = script(
         host,
         f"{host}-kubeconfig",
-        f"""\
-sed 's#https://127.0.0.1:{API_PORT}#https://{address}:{API_PORT}#' {KUBECONFIG}
-""",
+        fill(SCRIPTS / "kubeconfig.sh", port=API_PORT, address=address, kubeconfig=KUBECONFIG),
         extra_headers={"mock-stdout": "kubeconfig"},
+        stdout_is_output=True,
     )
-    # stdout is the kubeconfig itself: the result line goes to stderr.
-    create = create.replace("\nhpc_done\n", "\nhpc_done >&2\n")
     delete = no_undo(host, f"{host}-kubeconfig")
     return RemoteScript(f"{host}-kubeconfig", host, create, delete)

@@ -19,9 +19,11 @@ from pathlib import Path
 
 from components.monitoring import dashboards
 from components.monitoring.spec import IPMI_PORT, NODE_PORT, TEXTFILE_DIR
-from components.scripts import RemoteScript, put_file, script
+from components.scripts import Raw, RemoteScript, fill, put_file, script
 
 COLLECTORS = Path(__file__).with_name("collectors")
+SCRIPTS = Path(__file__).with_name("scripts")
+EXPORTER_READY_TIMEOUT_S = 30  # an exporter answers within seconds of its start
 LIBEXEC = "/usr/local/libexec/hpc-cluster"
 UNIT_DIR = "/etc/systemd/system"
 DASHBOARD_DIR = "/etc/hpc-cluster/grafana/dashboards"
@@ -71,11 +73,11 @@ def exporters(
     if probe:
         packages.append("libnfs-utils")
     units = ["prometheus-node-exporter", "prometheus-node-exporter-nvme.timer"]
-    body = [f"hpc_install {' '.join(packages)}", f"hpc_dir {TEXTFILE_DIR} 0755 0:0", f"hpc_dir {LIBEXEC} 0755 0:0"]
+    collectors = []
     timers = []
     if storage_volume:
-        body.append(put_file(f"{LIBEXEC}/gluster_metrics.py", "0755", collector_text("gluster_metrics.py")))
-        body.append(
+        collectors.append(put_file(f"{LIBEXEC}/gluster_metrics.py", "0755", collector_text("gluster_metrics.py")))
+        collectors.append(
             _timer(
                 "gluster-metrics",
                 "Gluster health metrics",
@@ -86,8 +88,8 @@ def exporters(
         timers.append("hpc-gluster-metrics.timer")
     if probe:
         mount, url = probe
-        body.append(put_file(f"{LIBEXEC}/nfs_probe.sh", "0755", collector_text("nfs_probe.sh")))
-        body.append(
+        collectors.append(put_file(f"{LIBEXEC}/nfs_probe.sh", "0755", collector_text("nfs_probe.sh")))
+        collectors.append(
             _timer(
                 "nfs-probe",
                 "NFS read/write consistency probe",
@@ -97,8 +99,8 @@ def exporters(
         )
         timers.append("hpc-nfs-probe.timer")
     if slurm_container:
-        body.append(put_file(f"{LIBEXEC}/slurm_metrics.sh", "0755", collector_text("slurm_metrics.sh")))
-        body.append(
+        collectors.append(put_file(f"{LIBEXEC}/slurm_metrics.sh", "0755", collector_text("slurm_metrics.sh")))
+        collectors.append(
             _timer(
                 "slurm-metrics",
                 "Slurm node and job metrics",
@@ -107,57 +109,37 @@ def exporters(
             )
         )
         timers.append("hpc-slurm-metrics.timer")
-    body.append('if [ "$HPC_CHANGED" = 1 ]; then systemctl daemon-reload; fi')
-    for unit in [*units, *(["prometheus-ipmi-exporter"] if bmc else []), *timers]:
-        body.append(f"hpc_service_up {unit}")
-    body.append(
-        f'hpc_wait 30 "node exporter on :{NODE_PORT}" curl -fsS -o /dev/null http://127.0.0.1:{NODE_PORT}/metrics'
+    services = [*units, *(["prometheus-ipmi-exporter"] if bmc else []), *timers]
+    ipmi_wait = (
+        f'hpc_wait {EXPORTER_READY_TIMEOUT_S} "the IPMI exporter on :{IPMI_PORT}" '
+        f"curl -fsS -o /dev/null http://127.0.0.1:{IPMI_PORT}/metrics"
     )
-    if bmc:
-        body.append(
-            f'hpc_wait 30 "the IPMI exporter on :{IPMI_PORT}" curl -fsS -o /dev/null http://127.0.0.1:{IPMI_PORT}/metrics'
-        )
-    ours = " ".join(f"{LIBEXEC}/{n}" for n in ("gluster_metrics.py", "nfs_probe.sh", "slurm_metrics.sh"))
-    undo = "".join(f"hpc_service_down {t}\n" for t in timers)
-    undo += f"rm -f {ours} {UNIT_DIR}/hpc-gluster-metrics.* {UNIT_DIR}/hpc-nfs-probe.* {UNIT_DIR}/hpc-slurm-metrics.*\n"
-    undo += f"rm -f {TEXTFILE_DIR}/gluster.prom {TEXTFILE_DIR}/nfs_probe.prom {TEXTFILE_DIR}/slurm.prom\n"
-    undo += 'systemctl daemon-reload\nhpc_changed "removed the hpc-cluster collectors (exporter packages kept)"\n'
-    return _step(host, "exporters", "\n".join(body) + "\n", undo)
+    body = fill(
+        SCRIPTS / "exporters.sh",
+        packages=packages,
+        textfile_dir=TEXTFILE_DIR,
+        libexec=LIBEXEC,
+        collectors=Raw("".join(c + "\n" for c in collectors)),
+        services=Raw("".join(f"hpc_service_up {u}\n" for u in services)),
+        timeout=EXPORTER_READY_TIMEOUT_S,
+        node_port=NODE_PORT,
+        ipmi_wait=Raw(ipmi_wait if bmc else ""),
+    )
+    undo = fill(
+        SCRIPTS / "exporters-delete.sh",
+        stop_timers=Raw("".join(f"hpc_service_down {t}\n" for t in timers)),
+        collectors=[f"{LIBEXEC}/{n}" for n in ("gluster_metrics.py", "nfs_probe.sh", "slurm_metrics.sh")],
+        unit_dir=UNIT_DIR,
+        textfile_dir=TEXTFILE_DIR,
+    )
+    return _step(host, "exporters", body, undo)
 
 
 def prometheus(host: str, config: str, rules: str, retention: str) -> RemoteScript:
     """Prometheus on the head: config and rules checked by promtool before they replace the
     running ones; a reload (SIGHUP), not a restart, when only they changed."""
-    body = f"""hpc_install prometheus
-staged=$(mktemp -d)
-trap 'rm -rf "$staged"' EXIT
-cat > "$staged/prometheus.yml" <<'HPC_FILE_END'
-{config.rstrip()}
-HPC_FILE_END
-cat > "$staged/hpc-rules.yml" <<'HPC_FILE_END'
-{rules.rstrip()}
-HPC_FILE_END
-sed -i "s#/etc/prometheus/hpc-rules.yml#$staged/hpc-rules.yml#" "$staged/prometheus.yml"
-out=$(promtool check config "$staged/prometheus.yml" 2>&1) \\
-  || hpc_fail "promtool refused the rendered config: $out"
-sed -i "s#$staged/hpc-rules.yml#/etc/prometheus/hpc-rules.yml#" "$staged/prometheus.yml"
-hpc_put_file /etc/prometheus/hpc-rules.yml 0644 0:0 < "$staged/hpc-rules.yml"
-reload=$HPC_FILE_CHANGED
-hpc_put_file /etc/prometheus/prometheus.yml 0644 0:0 < "$staged/prometheus.yml"
-[ "$HPC_FILE_CHANGED" = 1 ] && reload=1
-hpc_put_file /etc/default/prometheus 0644 0:0 <<'HPC_FILE_END'
-# Managed by hpc-cluster (Pulumi)
-ARGS="--storage.tsdb.retention.time={retention} --web.listen-address=:9090"
-HPC_FILE_END
-if [ "$HPC_FILE_CHANGED" = 1 ] && systemctl is-active --quiet prometheus; then
-  systemctl restart prometheus
-  hpc_changed "restarted prometheus (retention or listen address changed)"
-elif [ "$reload" = 1 ] && systemctl is-active --quiet prometheus; then
-  systemctl reload prometheus
-  hpc_changed "reloaded prometheus"
-fi
-hpc_service_up prometheus
-"""
+    body = fill(SCRIPTS / "prometheus.sh", config=Raw(config.rstrip()), rules=Raw(rules.rstrip()),
+                retention=Raw(retention))  # fmt: skip
     undo = (
         "hpc_service_down prometheus\n"
         "rm -f /etc/prometheus/hpc-rules.yml\n"
@@ -169,21 +151,7 @@ hpc_service_up prometheus
 def alertmanager(host: str) -> RemoteScript:
     """Alertmanager on the head; its config (the webhook URL is a secret) arrives on stdin and is
     checked by amtool before it replaces the running one."""
-    body = """hpc_install prometheus-alertmanager
-staged=$(mktemp)
-trap 'rm -f "$staged"' EXIT
-cat > "$staged"
-out=$(amtool check-config "$staged" 2>&1) || hpc_fail "amtool refused the rendered config: $out"
-gid=$(getent group prometheus | cut -d: -f3) || hpc_fail "no prometheus group: the package did not install"
-hpc_put_file /etc/prometheus/alertmanager.yml 0640 "0:$gid" < "$staged"
-if [ "$HPC_FILE_CHANGED" = 1 ] && systemctl is-active --quiet prometheus-alertmanager; then
-  systemctl reload prometheus-alertmanager
-  hpc_changed "reloaded alertmanager"
-fi
-hpc_service_up prometheus-alertmanager
-"""
-    undo = "hpc_service_down prometheus-alertmanager\n"
-    return _step(host, "alertmanager", body, undo)
+    return _step(host, "alertmanager", fill(SCRIPTS / "alertmanager.sh"), "hpc_service_down prometheus-alertmanager\n")
 
 
 def dashboard_files(host: str) -> RemoteScript:

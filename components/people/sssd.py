@@ -15,9 +15,11 @@ the munge and slurm ids are out of reach: ``min_id``/``max_id``), talk without T
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from components.scripts import RemoteScript, put_file, restart_running, script
+from components.scripts import Raw, RemoteScript, fill, put_file, restart_running, script
 
+SCRIPTS = Path(__file__).with_name("scripts")
 SSSD_HOST_DIR = "/etc/hpc-cluster/sssd"
 SSSD_CONTAINER_DIR = "/run/hpc-sssd"
 CA_FILE = "ldap-ca.pem"
@@ -90,32 +92,22 @@ def directory_step(host: str, d: Directory, containers: tuple[str, ...]) -> Remo
     a change restarts the host's running Slurm containers. Delete removes both (no data)."""
     conf = f"{SSSD_HOST_DIR}/sssd.conf"
     if d.binds:
-        read_password = """\
-password=$(cat)
-[ -n "$password" ] || hpc_fail "no LDAP bind password on stdin"
-case $password in *$'\\n'*) hpc_fail "the LDAP bind password has a line break";; esac
-shopt -u patsub_replacement 2>/dev/null || true  # bash 5.2: '&' in the password stays itself
-"""
+        read_password = fill(SCRIPTS / "directory-password.sh")
         write = f'hpc_put_file {conf} 0600 0:0 < <(printf \'%s\' "${{template//{PASSWORD_PLACEHOLDER}/$password}}")\n'
     else:
         read_password = ""
         write = f"hpc_put_file {conf} 0600 0:0 < <(printf '%s' \"$template\")\n"
+    body = fill(
+        SCRIPTS / "directory.sh",
+        read_password=Raw(read_password),
+        dir=SSSD_HOST_DIR,
+        ca=Raw(put_file(f"{SSSD_HOST_DIR}/{CA_FILE}", "0644", d.tls_ca)),
+        conf=Raw(sssd_conf(d).rstrip()),
+        write=Raw(write),
+        restart=restart_running(containers, "with the new directory settings"),
+    )
     create = script(
-        host,
-        f"{host}-directory",
-        f"""\
-{read_password}hpc_dir {SSSD_HOST_DIR} 0700 0:0
-{put_file(f"{SSSD_HOST_DIR}/{CA_FILE}", "0644", d.tls_ca)}changed=0
-if hpc_file_changed; then changed=1; fi
-template=$(cat <<'SSSD_CONF'
-{sssd_conf(d).rstrip()}
-SSSD_CONF
-)
-template+=$'\\n'
-{write}if hpc_file_changed || [ "$changed" = 1 ]; then  # sssd reads both only at start
-{restart_running(containers, "with the new directory settings")}fi
-""",
-        extra_headers={"secret-stdin": "ldap-bind-password"} if d.binds else None,
+        host, f"{host}-directory", body, extra_headers={"secret-stdin": "ldap-bind-password"} if d.binds else None
     )
     delete = script(host, f"{host}-directory-delete", f"rm -rf {SSSD_HOST_DIR}\n")
     return RemoteScript(f"{host}-directory", host, create, delete)

@@ -1,3 +1,7 @@
+#@ Prepended to the storage scripts after lib.sh: the CLI's time limit and the glusterq helper
+#@ (components/shell/glusterq.py, installed by the glusterd step) come first.
+HPC_GLUSTER_TIMEOUT_S=@timeout@
+hpc_gq() { python3 @glusterq@ "$@"; }
 # hpc-cluster Gluster library: prepended to the storage scripts after lib.sh (and hpc_gq, the
 # glusterq helper). Every gluster call is bounded, so a hung glusterd fails the step.
 g() { timeout "$HPC_GLUSTER_TIMEOUT_S" gluster --mode=script "$@"; }
@@ -8,6 +12,13 @@ gcall() {
   shift
   out=$(g "$@" 2>&1) || hpc_fail "$what failed on $(hostname): ${out:-gluster exited $?}"
   printf '%s\n' "$out"
+}
+
+# gluster_not_connected STATES: from `hpc_gq peers` lines (ADDR UUID STATE), "ADDR is STATE, ..."
+# for every member that is neither connected nor this host; nothing when all are.
+gluster_not_connected() {
+  awk '$3 == "unknown" { $3 = "not in the pool" } $3 != "Connected" && $3 != "local" {
+    printf "%s%s is %s", sep, $1, $3; sep = ", " }' <<<"$1"
 }
 
 # gluster_clear_stale_stamp PATH: a failed `volume create` leaves its volume id on the bricks of

@@ -11,9 +11,12 @@ step says so. A systemd drop-in orders Ganesha after glusterd and makes it wait 
 
 from __future__ import annotations
 
-from components.scripts import RemoteScript, script
+from pathlib import Path
+
+from components.scripts import Raw, RemoteScript, fill, script
 from components.storage.spec import MOUNTD_PORT, NFS_PORT, ExportSpec
 
+SCRIPTS = Path(__file__).with_name("scripts")
 GANESHA_CONF = "/etc/ganesha/ganesha.conf"
 GANESHA_LOG = "/var/log/ganesha/ganesha.log"
 DROP_IN = "/etc/systemd/system/nfs-ganesha.service.d/10-hpc-cluster.conf"
@@ -94,34 +97,8 @@ def ganesha_install(host: str, nfs_versions: tuple[int, ...]) -> RemoteScript:
 
 def _boot_order(volume: str) -> str:
     """The drop-in and its wait script: after glusterd at boot, and only once the volume is up."""
-    return f"""\
-hpc_put_file {WAIT_FOR_VOLUME} 0755 0:0 <<'HPC_WAIT_END'
-#!/bin/sh
-# Managed by hpc-cluster (Pulumi): NFS-Ganesha's FSAL_GLUSTER exports only what glusterd serves
-# when Ganesha starts, so Ganesha waits (ExecStartPre) until the volume is started.
-volume=$1 limit=${{2:-{BOOT_WAIT_S}}} waited=0
-until gluster --mode=script volume status "$volume" >/dev/null 2>&1; do
-  if [ "$waited" -ge "$limit" ]; then
-    echo "hpc-cluster: gluster volume $volume is not started after ${{limit}}s" >&2
-    exit 1
-  fi
-  sleep 2
-  waited=$((waited + 2))
-done
-HPC_WAIT_END
-hpc_put_file {DROP_IN} 0644 0:0 <<'HPC_DROPIN_END'
-# Managed by hpc-cluster (Pulumi): start NFS-Ganesha after glusterd, once the volume is up.
-[Unit]
-After=glusterd.service network-online.target
-Wants=glusterd.service network-online.target
-
-[Service]
-ExecStartPre={WAIT_FOR_VOLUME} {volume} {BOOT_WAIT_S}
-HPC_DROPIN_END
-if hpc_file_changed; then
-  systemctl daemon-reload
-fi
-"""
+    return fill(SCRIPTS / "ganesha-boot-order.sh", wait_script=WAIT_FOR_VOLUME, drop_in=DROP_IN, volume=volume,
+                boot_wait=BOOT_WAIT_S)  # fmt: skip
 
 
 def ganesha_config(
@@ -130,92 +107,25 @@ def ganesha_config(
     """Install ganesha.conf from stdin; apply an export change in place, restart only for a
     change outside the EXPORT block; then check that Ganesha really serves the export, repairing
     a gateway that started before the volume."""
-    rpcbind = "hpc_service_up rpcbind\n" if 3 in nfs_versions else ""
+    body = fill(
+        SCRIPTS / "ganesha.sh",
+        rpcbind=Raw("hpc_service_up rpcbind\n" if 3 in nfs_versions else ""),
+        boot_order=Raw(_boot_order(volume)),
+        export_mgr=Raw(EXPORT_MGR),
+        conf=GANESHA_CONF,
+        export_id=EXPORT_ID,
+        nfs_port=NFS_PORT,
+        volume=volume,
+        serving_timeout=SERVING_TIMEOUT_S,
+        log=GANESHA_LOG,
+    )
     create = script(
         host,
         f"{host}-ganesha",
-        f"""\
-{rpcbind}{_boot_order(volume)}
-export_mgr() {{ local m=$1; shift; {EXPORT_MGR} "org.ganesha.nfsd.exportmgr.$m" "$@"; }}
-# ganesha.conf without its EXPORT blocks: what an in-place export update cannot change.
-strip_exports() {{
-  awk '/^EXPORT[[:space:]]*[{{]/ {{ skip = 1; depth = 0 }}
-       skip {{ depth += gsub(/[{{]/, "{{"); depth -= gsub(/[}}]/, "}}"); if (depth == 0) skip = 0; next }}
-       {{ print }}'
-}}
-old_rest=$({{ strip_exports <{GANESHA_CONF}; }} 2>/dev/null || true)
-hpc_put_file {GANESHA_CONF} 0644 0:0
-if hpc_file_changed && systemctl is-active --quiet nfs-ganesha; then
-  if [ "$(strip_exports <{GANESHA_CONF})" != "$old_rest" ]; then
-    reason="settings outside the EXPORT block changed"
-  elif out=$(export_mgr UpdateExport string:{GANESHA_CONF} "string:EXPORT(Export_Id={EXPORT_ID})" 2>&1); then
-    reason=""
-    hpc_changed "updated export {EXPORT_ID} in place (no restart, no grace period)"
-  else
-    reason="the in-place export update failed: $(tail -n1 <<<"$out")"
-  fi
-  if [ -n "$reason" ]; then
-    systemctl restart nfs-ganesha
-    hpc_changed "restarted nfs-ganesha: $reason"
-  fi
-fi
-hpc_service_up nfs-ganesha
-# Serving means: NFS-Ganesha itself holds port {NFS_PORT} and its export manager lists the export.
-state() {{
-  local users
-  users=$(ss -Hltnp "sport = :{NFS_PORT}")
-  if [ -z "$users" ]; then
-    echo down
-  elif ! grep -q 'users:' <<<"$users"; then
-    echo unowned  # no process owns the socket yet (a daemon mid-start) or a kernel NFS server
-  elif ! grep -q '"ganesha.nfsd"' <<<"$users"; then
-    echo "held by $(grep -o -m1 'users:(([^)]*)' <<<"$users")"
-  elif grep -qF 'string "/{volume}"' <<<"$(export_mgr DisplayExport uint16:{EXPORT_ID} 2>/dev/null)"; then
-    echo serving
-  else
-    echo no-export
-  fi
-}}
-settle() {{
-  local i
-  for ((i = 0; i < {SERVING_TIMEOUT_S}; i++)); do
-    now=$(state)
-    case $now in serving | held*) return ;; esac
-    sleep 1
-  done
-}}
-why() {{ grep -E ':(CRIT|MAJ|FATAL) :' {GANESHA_LOG} 2>/dev/null | grep -vE 'DBUS|krb5|credentials|Cannot register' \
-  | tail -n2 | cut -d: -f5- | tr '\n' ' '; }}
-settle
-case $now in
-  held* | unowned)
-    hpc_fail "port {NFS_PORT} on $(hostname) is ${{now/unowned/held by the kernel}}, not by NFS-Ganesha: stop that \
-service (a kernel NFS server: systemctl disable --now nfs-server)" ;;
-  no-export | down)
-    if ! vol=$(gluster --mode=script volume status {volume} 2>&1 >/dev/null); then
-      hpc_fail "NFS-Ganesha on $(hostname) cannot serve /{volume}: $vol"
-    fi
-    systemctl restart nfs-ganesha
-    hpc_changed "restarted nfs-ganesha: it was $now (not serving /{volume})"
-    settle
-    [ "$now" = serving ] || hpc_fail "NFS-Ganesha on $(hostname) does not serve /{volume} ($now): $(why)" ;;
-esac
-""",
+        body,
         file=GANESHA_CONF,
         extra_headers={"allow-no-root-squash": str(int(allow_no_root_squash))},
     )
-    delete = script(
-        host,
-        f"{host}-ganesha-delete",
-        f"""\
-hpc_service_down nfs-ganesha
-for f in {GANESHA_CONF} {DROP_IN} {WAIT_FOR_VOLUME}; do
-  if [ -f "$f" ]; then
-    rm -f "$f"
-    hpc_changed "removed $f"
-  fi
-done
-systemctl daemon-reload
-""",
-    )
+    undo = fill(SCRIPTS / "ganesha-delete.sh", files=[GANESHA_CONF, DROP_IN, WAIT_FOR_VOLUME])
+    delete = script(host, f"{host}-ganesha-delete", undo)
     return RemoteScript(f"{host}-ganesha", host, create, delete, GANESHA_CONF, conf)

@@ -20,7 +20,7 @@ def test_kernel_tuning_has_a_file_max_floor_on_small_nodes():
 def test_secret_steps_read_stdin_and_embed_no_secret():
     key = steps.munge_key("h", "/gfsv")
     assert "hpc_put_file /etc/hpc-cluster/munge/munge.key 0400 991:991 < <(base64 -d)" in key.create
-    assert "rm -f '/gfsv/munge/munge.key'" in key.create  # none left on the shared volume
+    assert "rm -f /gfsv/munge/munge.key" in key.create  # none left on the shared volume
     sec = steps.head_secrets("h")
     assert "password=$(cat)" in sec.create
     assert render.DB_PASSWORD_PLACEHOLDER in sec.create  # substituted on the host, not in the plan
@@ -34,14 +34,29 @@ def test_a_changed_config_file_reconfigures_and_never_restarts_the_controller():
         assert "docker restart" not in create  # Slurm 24.11 adds nodes on reconfigure (Slurm suite)
 
 
-def test_preflight_message_names_the_minimum_branch():
-    s = steps.gpu_preflight("gpu01", 8)
-    assert '[ "$count" -ne 8 ]' in s.create and "older than R550" in s.create
+def run_preflight(tmp_path, versions: list[str]):  # type: ignore[no-untyped-def]
+    """The rendered GPU preflight, run by bash with an nvidia-smi stand-in printing ``versions``."""
+    import subprocess
+
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\nprintf '%s\\n' " + " ".join(versions) + "\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    script = steps.gpu_preflight("gpu01", 8).create
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_preflight_refuses_a_wrong_gpu_count_an_old_driver_and_missing_devices(tmp_path):
+    fewer = run_preflight(tmp_path, ["550.54.15"] * 4)
+    assert fewer.returncode == 1 and "gpu01: the profile says 8 GPUs, nvidia-smi shows 4" in fewer.stderr
+    old = run_preflight(tmp_path, ["535.104.05"] * 8)
+    assert old.returncode == 1 and "branch R535 is older than R550" in old.stderr
+    ok = run_preflight(tmp_path, ["550.54.15"] * 8)  # this machine has no /dev/nvidia0
+    assert ok.returncode == 1 and "gpu01: /dev/nvidia0 is missing" in ok.stderr, ok.stderr
 
 
 def test_state_delete_keeps_data_unless_allowed():
     assert "rm -rf" not in (steps.state_dirs("h", "/s", "/db", False).delete or "")
-    assert "rm -rf --one-file-system '/s' '/db'" in (steps.state_dirs("h", "/s", "/db", True).delete or "")
+    assert "rm -rf --one-file-system /s /db" in (steps.state_dirs("h", "/s", "/db", True).delete or "")
 
 
 def test_image_tag_is_the_build_context_hash():

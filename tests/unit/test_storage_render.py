@@ -115,7 +115,7 @@ def _spec(allow_destroy=False, arbiter=False):
 
 def test_volume_create_checks_peers_first_and_never_forces():
     s = render_gluster.volume("s1", _spec())
-    assert "want=('10.0.0.1:/b' '10.0.0.2:/b' '10.0.0.3:/b')" in s.create
+    assert "want=(10.0.0.1:/b 10.0.0.2:/b 10.0.0.3:/b)" in s.create
     assert s.create.index("hpc_gq peers") < s.create.index("volume create gv0 replica 3")
     assert "gluster_clear_stale_stamp" in s.create
     assert "refusing to change it" in s.create
@@ -130,7 +130,7 @@ def test_volume_delete_keeps_data_unless_allowed():
     assert "keeping volume gv0" in (render_gluster.volume("s1", _spec()).delete or "")
     assert 'gcall "gluster volume delete gv0"' in (render_gluster.volume("s1", _spec(allow_destroy=True)).delete or "")
     assert "rm -rf" not in (render_gluster.brick("s1", "/b", False).delete or "")
-    assert "rm -rf --one-file-system '/b'" in (render_gluster.brick("s1", "/b", True).delete or "")
+    assert "rm -rf --one-file-system /b" in (render_gluster.brick("s1", "/b", True).delete or "")
 
 
 def test_glusterd_step_installs_the_glusterq_helper_from_stdin():
@@ -141,10 +141,10 @@ def test_glusterd_step_installs_the_glusterq_helper_from_stdin():
 
 def test_client_mount_creates_the_shared_layout_and_checks_the_live_source():
     s = render_mount.client_mount("h", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (SharedDir("munge", 0o700, 991, 991),))
-    assert "hpc_dir '/gfsv/munge' 0700 991:991" in s.create
+    assert "hpc_dir /gfsv/munge 0700 991:991" in s.create
     assert "backup-volfile-servers=10.0.0.2" in s.create
-    assert "findmnt -n -o SOURCE,FSTYPE --mountpoint '/gfsv'" in s.create
-    assert "umount '/gfsv'" in (s.delete or "")
+    assert "findmnt -n -o SOURCE,FSTYPE --mountpoint /gfsv" in s.create
+    assert "umount /gfsv" in (s.delete or "")
 
 
 def test_ganesha_config_updates_exports_in_place_and_checks_serving():

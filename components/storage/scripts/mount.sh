@@ -1,0 +1,43 @@
+#@ The volume in /etc/fstab (backup volfile servers) and mounted; another Gluster volume on the
+#@ mount point is replaced, anything else fails naming both sources; then the shared directories.
+hpc_install glusterfs-client
+want=@line@
+have=$(awk -v mp=@mount_point@ '$2 == mp' @fstab@)
+if [ "$have" != "$want" ]; then
+  tmp=$(mktemp)
+  awk -v mp=@mount_point@ '$2 != mp' @fstab@ >"$tmp"
+  printf '%s\n' "$want" >>"$tmp"
+  cat "$tmp" >@fstab@
+  rm -f "$tmp"
+  hpc_changed "fstab entry for @mount_text@"
+fi
+hpc_mkdir @mount_point@
+servers=(@servers@)
+current=$(findmnt -n -o SOURCE,FSTYPE --mountpoint @mount_point@ || true)
+if [ -n "$current" ]; then
+  src=${current%% *} fstype=${current##* }
+  if [ "$fstype" != @fstype@ ]; then
+    hpc_fail "@mount_text@ on $(hostname) holds $src ($fstype), not the Gluster volume @want_src@: \
+unmount it or change hpc:storage.mountPoint"
+  fi
+  ours=0
+  for s in "${servers[@]}"; do
+    if [ "$src" = "$s:/@volume@" ]; then ours=1; fi
+  done
+  if [ "$ours" = 0 ]; then
+    out=$(umount @mount_point@ 2>&1) || hpc_fail "@mount_text@ on $(hostname) is mounted from $src, but the stack wants \
+@want_src@, and it cannot be unmounted: $out"
+    hpc_changed "unmounted $src from @mount_text@ (the stack wants @want_src@)"
+    current=""
+  fi
+fi
+if [ -z "$current" ]; then
+  # Bricks can still be coming up right after the volume starts: retry, then quote the client.
+  if ! hpc_retry @tries@ @delay@ timeout 60 mount @mount_point@; then
+    log=/var/log/glusterfs/@client_log@.log
+    hpc_fail "mounting @mount_text@ from @want_src@ failed on $(hostname): $(hpc_last_error) \
+$(grep -s '\] E \[' "$log" | tail -n 2 | cut -c1-300 | tr '\n' ' ')"
+  fi
+  hpc_changed "mounted @mount_text@"
+fi
+@dirs@
