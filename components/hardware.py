@@ -34,7 +34,9 @@ OS_RESERVE_FRACTION = 0.03
 OS_RESERVE_FIXED_MIB = 1 * MIB_PER_GIB
 # The lowest NVIDIA data-center driver branch the spec sheets accept ("R550+").
 MIN_NVIDIA_DRIVER_BRANCH = 550
-NVIDIA_CHAR_MAJOR = 195  # /dev/nvidiaN is character device 195:N
+# The container runtime handler k3s registers in containerd when it finds the NVIDIA container
+# toolkit on a node; the RuntimeClass of the same name selects it for a pod.
+NVIDIA_RUNTIME = "nvidia"
 
 
 def os_reserve_mib(memory_mib: int) -> int:

@@ -18,6 +18,11 @@ from pulumi_command import remote
 
 from components.scripts import RemoteScript, wrap
 
+# How hard a step tries to reach its host: pulumi-command's own defaults (10 dials of 15 s each),
+# written out because a host that is rebooting (about 2 minutes) must not fail the step.
+DIAL_ATTEMPTS = 10
+DIAL_TIMEOUT_S = 15
+
 
 class Ssh:
     """How to reach one host. The private key is a secret Output.
@@ -73,8 +78,8 @@ class Ssh:
             port=self.port,
             private_key=self.private_key,
             host_key=self.host_key,
-            dial_error_limit=10,
-            per_dial_timeout=15,
+            dial_error_limit=DIAL_ATTEMPTS,
+            per_dial_timeout=DIAL_TIMEOUT_S,
         )
 
 

@@ -31,7 +31,7 @@ import yaml
 from pulumi.runtime import rpc
 
 from components import scripts
-from offline import per_host
+from offline import per_host, policies
 from offline.mocks import plain
 from offline.record import (  # noqa: F401  (re-exported: the plan's API in one place)
     PUBLIC_FIELDS_OF_SECRET_INPUTS,
@@ -243,8 +243,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def report_policies(result: PlanRun, out_dir: Path) -> int:
     """Run the policy pack offline; write its config and results; 1 if a mandatory one fails."""
-    from offline import policies
-
     config = policies.policy_config(policies.stack_config(result))
     (out_dir / "policy-config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
     violations = policies.run(result, config)

@@ -32,7 +32,7 @@ from pulumi_policy import (
 )
 
 from offline.mocks import plain
-from offline.plan import PlanRun, Record
+from offline.record import PlanRun, Record
 from policy.rules import POLICIES
 from stacks.config import SECRET_KEYS, ClusterConfig, parse
 

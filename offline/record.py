@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import runpy
 import sys
 import threading
@@ -34,6 +35,7 @@ from offline.mocks import PlanMocks, stand_in_secret
 from stacks.config import NAMESPACE, PLANNED_SECRET_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIG_ENV = ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS")  # how the language host passes config
 SECRET_MARK = "[secret]"
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 UNKNOWN_MARK = "[computed]"
@@ -258,7 +260,12 @@ def run(
     settings.ROOT.set(None)
     settings.SETTINGS.outputs.clear()
     pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
-    set_all_config(config, secret_keys)
+    # The config as the Python language host hands it over: the PULUMI_CONFIG environment (JSON),
+    # then set_all_config from it (pulumi-language-python-exec does exactly this).
+    saved_env = {k: os.environ.get(k) for k in CONFIG_ENV}
+    os.environ[CONFIG_ENV[0]] = json.dumps(config)
+    os.environ[CONFIG_ENV[1]] = json.dumps(secret_keys)
+    set_all_config(pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env())
     root = pulumi.runtime.get_root_resource()
     started = time.perf_counter()
     if program is None:
@@ -278,6 +285,11 @@ def run(
     finally:
         sys.path.remove(str(program_dir))
         settings.SETTINGS.outputs.clear()
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     result = PlanRun(project, stack, dict(monitor.records), outputs, config=config)
     result.seconds = time.perf_counter() - started
     result.secret_values = {config[k] for k in secret_keys} | _secret_leaves(result)

@@ -14,7 +14,6 @@ DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 DOCKER_IMAGE = "docker:index/image:Image"
 DOCKER_CONTAINER = "docker:index/container:Container"
 SECRET_NAME = re.compile(r"(PASSWORD|PASSWD|TOKEN|SECRET|PRIVATE_KEY|API_KEY|MUNGE_KEY)", re.I)
-DEFAULT_CREDENTIALS = frozenset({"admin", "changeme", "change-me", "password", "root", "default", "empty"})
 ROOT = Path(__file__).resolve().parent.parent
 
 

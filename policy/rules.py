@@ -22,7 +22,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.policy import Policy
 
-from components.hardware import MIN_NVIDIA_DRIVER_BRANCH
+from components.credentials import PLACEHOLDER_SECRETS
+from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, NVIDIA_RUNTIME
 from components.inference.capacity import GIB, ModelLoad, check_host
 from policy import facts, trust
 
@@ -154,7 +155,7 @@ def no_default_credentials(args: ResourceValidationArgs, report: Report) -> None
     elif args.resource_type == facts.DEPLOYMENT:
         for c in facts.containers(args.props):
             for name, value in facts.literal_env(c.get("env")):
-                if value.strip().lower() in facts.DEFAULT_CREDENTIALS:
+                if value.strip().lower() in PLACEHOLDER_SECRETS:
                     report(
                         f"The Deployment {args.name} sets {name} to the default credential {value!r}; "
                         "generate it (pulumi_random) and pass it from a Secret."
@@ -176,7 +177,8 @@ def gpu_workloads_pinned(args: ResourceValidationArgs, report: Report) -> None:
         return
     spec = facts.pod_spec(args.props)
     for c in facts.containers(args.props):
-        wants_gpu = spec.get("runtimeClassName") == "nvidia" or any("vllm" in str(x) for x in c.get("command") or [])
+        vllm = any("vllm" in str(x) for x in c.get("command") or [])
+        wants_gpu = spec.get("runtimeClassName") == NVIDIA_RUNTIME or vllm
         visible = dict(facts.literal_env(c.get("env"))).get("NVIDIA_VISIBLE_DEVICES", "")
         if wants_gpu and not _PINNED.match(visible):
             report(

@@ -15,7 +15,7 @@ import pulumi_docker as docker
 
 from components import accounts, hostkeys
 from components.accounts import SharedDir
-from components.inference.capacity import GIB
+from components.inference.capacity import GIB, model_cache_gib
 from components.inference.exposure import Exposure, ExposureArgs
 from components.inference.fastchat import CONTROLLER_PORT, FastChat, FastChatArgs
 from components.inference.host import InferenceHost, InferenceHostArgs
@@ -115,7 +115,6 @@ def shared_layout(cfg: ClusterConfig) -> tuple[SharedDir, ...]:
     """Directories the other tiers keep on the shared volume."""
     dirs = [
         SharedDir("home", 0o755, 0, 0),
-        SharedDir("slurm", 0o755, accounts.SLURM_UID, accounts.SLURM_GID),
     ]
     if cfg.with_role(Role.K3S_SERVER):
         # NFS CSI volumes are created by a squashed root: the parent belongs to nobody.
@@ -364,6 +363,7 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             provider=provider,
             network_storage=cluster.network_storage,
             namespace=INFERENCE_NAMESPACE,
+            model_cache_gib=model_cache_gib(sum(m.load().weight_bytes for m in cfg.inference.models)),
             retain_volumes=cfg.is_prod,
         ),
     )
@@ -448,5 +448,11 @@ def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
     build_login(cfg, access, cluster)
     build_people(cfg, access, cluster)
     build_k8s(cfg, access, cluster)
-    build_monitoring(cfg, secrets, access, cluster)
+    build_monitoring(
+        cfg,
+        secrets,
+        ssh={h.name: access.ssh(h) for h in cfg.hosts},
+        mounts={name: m.mount for name, m in cluster.mounts.items()},
+        head_container=cluster.slurm_head.container if cluster.slurm_head else None,
+    )
     return cluster

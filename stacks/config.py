@@ -55,6 +55,9 @@ from stacks.config_parts import (
 )
 from stacks.config_people import GroupConfig, IdentityConfig, People, UserConfig
 
+# A client network wider than a /8 is not a cluster network: an allow-list that wide allows anyone.
+MAX_CLIENT_ADDRESSES = 2**24
+
 
 class ClusterConfig(_Model):
     """The whole validated stack configuration (``hpc:*``)."""
@@ -210,7 +213,7 @@ class ClusterConfig(_Model):
                     f"{c} includes the container range {self.network.container_range}: jobs and pods there "
                     "could claim any uid; list the hosts' networks without it",
                 )
-            if c.num_addresses > 2**24:
+            if c.num_addresses > MAX_CLIENT_ADDRESSES:
                 yield (f"storage.allowedClients[{i}]", f"{c} is wider than a /8; name the cluster's networks")
 
     def _paths_apart(self) -> Iterator[Problem]:
@@ -360,9 +363,9 @@ def parse(raw: Mapping[str, Any]) -> ClusterConfig:
 
 
 def _passed_keys() -> set[str]:
-    from pulumi.runtime import config as runtime_config
-
-    return set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    """Every config key the engine passed in: the language host hands the program its stack's
+    config as ``PULUMI_CONFIG`` (the offline plan does the same, ``offline.record``)."""
+    return set(pulumi.runtime.get_config_env())
 
 
 def _namespace_values() -> dict[str, Any]:
@@ -408,7 +411,7 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         )
     if found or cluster is None:
         raise ConfigError.of(found)
-    for warning in config_checks.warnings(cluster):
+    for warning in config_checks.warnings(cluster.inference.models):
         pulumi.log.warn(warning)
     hf = cfg.get_secret("hfToken") if cfg.get("hfToken") else None
     cert = cfg.get_secret("tlsCertificate") if cfg.get("tlsCertificate") else None

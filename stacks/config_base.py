@@ -10,12 +10,10 @@ import pulumi
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from components.credentials import PLACEHOLDER_SECRETS
 from stacks import paths
 
 NAMESPACE = "hpc"
-PLACEHOLDER_SECRETS = frozenset(
-    {"changeme", "change-me", "admin", "password", "secret", "empty", "default", "root", "test"}
-)
 HOSTNAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
 ABS_PATH_PATTERN = r"^/[A-Za-z0-9._/-]*$"
 K3S_VERSION_PATTERN = r"^v1\.(\d+)\.\d+\+k3s\d+$"

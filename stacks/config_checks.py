@@ -9,14 +9,10 @@ KV cache, the context and the split are not checked, and ``warnings`` says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
 
 from components.inference.capacity import KNOWN_SHAPES
-
-if TYPE_CHECKING:
-    from stacks.config import ClusterConfig
-    from stacks.config_parts import ModelConfig
+from stacks.config_parts import ModelConfig
 
 
 def model_problems(key: str, m: ModelConfig) -> Iterator[tuple[str, str]]:
@@ -43,10 +39,10 @@ def model_problems(key: str, m: ModelConfig) -> Iterator[tuple[str, str]]:
         )
 
 
-def warnings(cluster: ClusterConfig) -> list[str]:
+def warnings(models: Iterable[ModelConfig]) -> list[str]:
     """What validation could not check, one line each."""
     out = []
-    for m in cluster.inference.models:
+    for m in models:
         if m.model_id not in KNOWN_SHAPES:
             out.append(
                 f"hpc:inference.models[{m.name}].modelId: {m.model_id} is not in the capacity table "

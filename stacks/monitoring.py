@@ -3,17 +3,13 @@ component wired to the hosts, the mounts (the NFS probe) and the Slurm head cont
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pulumi
 
 from components.monitoring.component import Monitoring, MonitoringArgs
 from components.monitoring.spec import HostTarget, ModelTarget, MonitoringSpec
+from components.remote import Ssh
 from components.slurm.steps import HEAD_CONTAINER
 from stacks.config import ClusterConfig, ClusterSecrets
-
-if TYPE_CHECKING:
-    from stacks.cluster import Access, Cluster
 
 
 def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
@@ -43,20 +39,28 @@ def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
     )
 
 
-def build_monitoring(cfg: ClusterConfig, secrets: ClusterSecrets, access: Access, cluster: Cluster) -> None:
+def build_monitoring(
+    cfg: ClusterConfig,
+    secrets: ClusterSecrets,
+    ssh: dict[str, Ssh],
+    mounts: dict[str, pulumi.Resource],
+    head_container: pulumi.Resource | None,
+) -> None:
+    """The monitoring tier: on every host (``ssh``) after its shared mount (``mounts``: the NFS
+    probe reads it), the Slurm collector after the head's container."""
     if not cfg.monitoring.enabled:
         return
     spec = spec_of(cfg)
-    after: dict[str, list[pulumi.Resource]] = {name: [m.mount] for name, m in cluster.mounts.items()}
-    if cluster.slurm_head is not None:
-        after.setdefault(spec.head, []).append(cluster.slurm_head.container)
+    after: dict[str, list[pulumi.Resource]] = {name: [mount] for name, mount in mounts.items()}
+    if head_container is not None:
+        after.setdefault(spec.head, []).append(head_container)
     if secrets.alert_webhook_url is None:
         pulumi.log.warn("hpc:alertWebhookUrl is not set: alerts are shown in Alertmanager only, nobody is paged")
     Monitoring(
         "monitoring",
         MonitoringArgs(
             spec=spec,
-            hosts={h.name: access.ssh(h) for h in cfg.hosts},
+            hosts=ssh,
             after=after,
             probe_url=f"nfs://{spec.nfs_server}{spec.nfs_pseudo}",
             storage_cli_host=cfg.storage_cli_host.name,

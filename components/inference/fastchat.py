@@ -194,10 +194,10 @@ class FastChat(pulumi.ComponentResource):
     def check(self, name: str, after: list[pulumi.Resource]) -> pulumi.Output[str]:
         """Query every model's /v1/models from the k3s server once ``after`` exist."""
         a = self._args
-        cmd = remote.run(
+        cmd = remote.run_output(
             name,
             a.server_ssh,
-            render.validation(a.server_ssh.name, "inference", a.models),
+            a.namespace.apply(lambda ns: render.validation(a.server_ssh.name, ns, a.models)),
             stdin=self.api_key,
             secret_stdin=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),

@@ -7,6 +7,7 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components.base import Args
+from components.hardware import NVIDIA_RUNTIME
 from components.inference import capacity, render
 from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET, KEY_DIGEST_ANNOTATION
 
@@ -106,7 +107,7 @@ class InferenceHost(pulumi.ComponentResource):
                         ),
                         spec=k8s.core.v1.PodSpecArgs(
                             node_selector={"kubernetes.io/hostname": args.node_name},
-                            runtime_class_name="nvidia",
+                            runtime_class_name=NVIDIA_RUNTIME,
                             containers=[
                                 k8s.core.v1.ContainerArgs(
                                     name="vllm",

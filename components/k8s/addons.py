@@ -12,14 +12,13 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components.base import Args
+from components.hardware import NVIDIA_RUNTIME
 from components.storage.contract import NetworkStorage
 
 NFS_CSI_CHART = "csi-driver-nfs"
 NFS_CSI_VERSION = "v4.9.0"  # the version the lab notes install
 NFS_CSI_REPO = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts"
 STORAGE_CLASS = "nfs-csi"
-RUNTIME_CLASS = "nvidia"
-MODEL_CACHE_SIZE = "200Gi"
 K8S_SUBDIR = "k8s"  # owned by nobody on the volume: squashed CSI writes land there
 
 
@@ -27,6 +26,7 @@ class ClusterAddonsArgs(Args):
     provider: k8s.Provider = Field(description="The cluster's Kubernetes provider.")
     network_storage: pulumi.Output[NetworkStorage] = Field(description="The shared volume's contract.")
     namespace: str = Field(description="Namespace for the inference workloads.")
+    model_cache_gib: int = Field(description="Size of the model-cache claim (GiB): room for every model's weights.")
     retain_volumes: bool = Field(description="reclaimPolicy Retain (prod) instead of Delete.")
 
 
@@ -72,14 +72,14 @@ class ClusterAddons(pulumi.ComponentResource):
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=["ReadWriteMany"],
                 storage_class_name=storage_class.metadata.name,
-                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": MODEL_CACHE_SIZE}),
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{args.model_cache_gib}Gi"}),
             ),
             opts=opt,
         )
         k8s.node.v1.RuntimeClass(
             f"{name}-runtime-nvidia",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=RUNTIME_CLASS),
-            handler="nvidia",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=NVIDIA_RUNTIME),
+            handler=NVIDIA_RUNTIME,
             opts=opt,
         )
         self.register_outputs({"storageClass": storage_class.metadata.name})

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from components.scripts import Raw, RemoteScript, fill, no_undo, script
 
 SCRIPTS = Path(__file__).with_name("scripts")
@@ -23,26 +25,33 @@ READY_TIMEOUT_S = 180
 ARCH = {"x86_64": ("amd64", "k3s"), "aarch64": ("arm64", "k3s-arm64")}
 
 
+def _config(settings: dict[str, object]) -> str:
+    """A k3s config.yaml (k3s reads its flags' names as keys)."""
+    return "# Managed by hpc-cluster (Pulumi).\n" + yaml.safe_dump(settings, sort_keys=False, default_flow_style=False)
+
+
 def server_config(host: str, address: str) -> str:
-    return (
-        "# Managed by hpc-cluster (Pulumi).\n"
-        f"node-name: {host}\n"
-        f"node-ip: {address}\n"
-        f"token-file: {TOKEN_FILE}\n"
-        'write-kubeconfig-mode: "0600"\n'
-        f"tls-san:\n  - {address}\n"
-        # k3s's bundled Traefik (and its CRDs, ServiceLB on ports 80/443) stays on: the web UI and
-        # the model APIs are exposed through its Ingresses and Middlewares (inference/exposure.py)
+    # k3s's bundled Traefik (and its CRDs, ServiceLB on ports 80/443) stays on: the web UI and
+    # the model APIs are exposed through its Ingresses and Middlewares (inference/exposure.py)
+    return _config(
+        {
+            "node-name": host,
+            "node-ip": address,
+            "token-file": TOKEN_FILE,
+            "write-kubeconfig-mode": "0600",
+            "tls-san": [address],
+        }
     )
 
 
 def agent_config(host: str, address: str, server_address: str) -> str:
-    return (
-        "# Managed by hpc-cluster (Pulumi).\n"
-        f"node-name: {host}\n"
-        f"node-ip: {address}\n"
-        f"server: https://{server_address}:{API_PORT}\n"
-        f"token-file: {TOKEN_FILE}\n"
+    return _config(
+        {
+            "node-name": host,
+            "node-ip": address,
+            "server": f"https://{server_address}:{API_PORT}",
+            "token-file": TOKEN_FILE,
+        }
     )
 
 

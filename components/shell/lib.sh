@@ -110,15 +110,16 @@ hpc_mkdir() {
   fi
 }
 
-# hpc_wait SECONDS DESCRIPTION COMMAND...: poll COMMAND every second, fail after SECONDS.
+# hpc_wait SECONDS DESCRIPTION COMMAND...: poll COMMAND every second; after SECONDS fail, quoting
+# the last lines COMMAND printed (its own reason for not being ready).
 hpc_wait() {
-  local limit=$1 what=$2 i
+  local limit=$1 what=$2 i out=""
   shift 2
   for ((i = 0; i < limit; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
+    if out=$("$@" 2>&1); then return 0; fi
     sleep 1
   done
-  hpc_fail "timed out after ${limit}s waiting for $what"
+  hpc_fail "timed out after ${limit}s waiting for $what${out:+: $(tail -n 3 <<<"$out" | tr '\n' ' ')}"
 }
 
 # hpc_retry TRIES DELAY COMMAND...: run COMMAND until it succeeds, at most TRIES times, DELAY

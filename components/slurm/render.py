@@ -88,10 +88,6 @@ class ClusterSpec:
         return min(n.real_memory_mib // n.cpus for n in self.nodes)
 
 
-def _hostlist(names: tuple[str, ...]) -> str:
-    return ",".join(names)
-
-
 def slurm_conf(spec: ClusterSpec) -> str:
     if spec.cgroup:
         plugins = (
@@ -106,7 +102,7 @@ def slurm_conf(spec: ClusterSpec) -> str:
     # A user without an association (hpc:users, sacctmgr) cannot run; limits apply.
     enforce = "AccountingStorageEnforce=associations,limits\n" if spec.enforce_associations else ""
     parts = "\n".join(
-        f"PartitionName={p.name} Nodes={_hostlist(p.nodes)} Default={'YES' if p.default else 'NO'} "
+        f"PartitionName={p.name} Nodes={','.join(p.nodes)} Default={'YES' if p.default else 'NO'} "
         f"MaxTime={p.max_time} State=UP"
         for p in spec.partitions
         if p.nodes

@@ -65,7 +65,7 @@ def test_storage_node_children_and_secret_connection(mocks):
 
 
 @pulumi.runtime.test
-def test_volume_contract_resolves_after_options(mocks):
+def test_volume_steps_chain_and_the_contract_waits_for_the_options(mocks):
     spec = storage_spec.VolumeSpec(
         "gv0",
         3,
@@ -78,14 +78,14 @@ def test_volume_contract_resolves_after_options(mocks):
         "gv0", GlusterVolumeArgs(ssh=ssh(), spec=spec, contract=CONTRACT, protect=True, daemons=[], bricks=[])
     )
 
-    def check(ns):
-        assert ns == CONTRACT
+    async def check() -> None:
+        assert await vol.network_storage.future() == CONTRACT
+        # consumers that mount through the contract wait for the options step, which waits for the volume
+        assert await vol.network_storage.resources() == {vol.options}
         names = [a.name for a in mocks.created if a.typ == "command:remote:Command"]
-        assert names == ["gv0-peers", "gv0-volume", "gv0-options"] or sorted(names) == sorted(
-            ["gv0-peers", "gv0-volume", "gv0-options"]
-        )
+        assert names == ["gv0-peers", "gv0-volume", "gv0-options"]
 
-    return vol.network_storage.apply(check)
+    return pulumi.Output.from_input(check())
 
 
 def test_step_for_another_host_is_refused(mocks):

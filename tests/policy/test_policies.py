@@ -303,19 +303,27 @@ def test_the_pack_entry_point_assembles_the_same_policies():
         pulumi_policy.PolicyPack.__init__ = original
     assert captured["name"] == "hpc-cluster"
     assert [p.name for p in captured["policies"]] == [p.name for p in rules.POLICIES]
-    assert {p.name for p in rules.POLICIES} >= {
-        "gluster-replica-safe",
-        "nfs-export-restricted",
-        "images-pinned",
-        "secrets-stay-secret",
-        "no-default-credentials",
-        "gpu-memory-budget",
-        "gpu-workloads-pinned",
-        "workloads-set-resources",
-        "slurm-constrain-devices",
-        "rack-power-budget",
-        "stateful-protected",
-        "nvidia-driver-branch",
+    # every policy the pack ships, and how hard it stops a change: a new, dropped or softened
+    # policy is a deliberate edit here (MANDATORY for security and data safety)
+    assert {p.name: p.enforcement_level.value for p in rules.POLICIES} == {
+        "gluster-replica-safe": "advisory",  # raised to mandatory per stack by its config (prod)
+        "nfs-export-restricted": "mandatory",
+        "images-pinned": "mandatory",
+        "secrets-stay-secret": "mandatory",
+        "no-default-credentials": "mandatory",
+        "gpu-memory-budget": "mandatory",
+        "gpu-workloads-pinned": "mandatory",
+        "workloads-set-resources": "advisory",
+        "slurm-constrain-devices": "advisory",
+        "rack-power-budget": "advisory",
+        "stateful-protected": "mandatory",
+        "nvidia-driver-branch": "advisory",
+        "ssh-host-keys-pinned": "mandatory",
+        "no-secret-on-shared-volume": "mandatory",
+        "nfs-clients-exclude-container-range": "mandatory",
+        "privileged-containers-allowlist": "mandatory",
+        "inference-pods-hardened": "mandatory",
+        "trust-remote-code-listed": "advisory",
     }
 
 

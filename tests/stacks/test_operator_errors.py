@@ -143,7 +143,7 @@ def test_field_errors_across_the_file_come_together():
 def test_an_unknown_model_gets_a_warning_that_its_cache_was_not_checked():
     raw = {k.split(":", 1)[1]: copy.deepcopy(v) for k, v in DEV.items()}
     raw["inference"]["models"][0]["modelId"] = "someone/new-model"
-    warnings = config_checks.warnings(parse(raw))
+    warnings = config_checks.warnings(parse(raw).inference.models)
     assert warnings == [
         "hpc:inference.models[llama3-8b].modelId: someone/new-model is not in the capacity table "
         "(components/inference/capacity.py): its KV cache, context length and tensor split were not checked; "

@@ -276,10 +276,6 @@ def test_bad_config_names_the_key_and_registers_nothing(case, overrides, key, fr
     assert err.value.registered == []
 
 
-def test_at_least_fifteen_cases():
-    assert len(CASES) >= 15
-
-
 @pytest.mark.parametrize("value", ["changeme", "admin", "  Admin "])
 def test_placeholder_secret_is_refused(monkeypatch, value):
     from offline import mocks, record
