@@ -9,7 +9,7 @@ BASE ?= origin/main
 UP_FLAGS ?=
 PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
 
-.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test bench engine k8s-api preview up clean
+.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test bench engine k8s-api images preview up clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -59,6 +59,9 @@ engine: ## Build the Pulumi CLI, language host and providers from Go modules (ca
 
 k8s-api: venv ## Build kube-apiserver, controller-manager, scheduler (the k3s pin's release), kwok; etcd, Traefik CRDs (cached)
 	bash tools/k8s/build.sh
+
+images: venv ## Build the images the real-daemon suites run into the per-user cache (root; once per run)
+	$(PY) -m tests.integration.images
 
 # preview/up use a pulumi already on PATH; else the one `make engine` built (.engine/bin, with
 # PULUMI_HOME=.engine/home): no plugin download, no update check. .venv/bin first for the policy pack.

@@ -41,3 +41,41 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"real-daemon/engine/tool test skipped while HPC_REQUIRE_INTEGRATION=1: {reason}"
+
+
+# ---- wall time per suite: printed after every run and written to build/test-times.json --------
+# A suite is a module of a real-daemon directory (integration/test_slurm: one lab each) or a
+# whole pure directory (unit, stacks, ...). .ci/run prints these beside its own phases.
+TIMES_FILE = ROOT / "build" / "test-times.json"
+_suite_seconds: dict[str, float] = {}
+_suite_tests: dict[str, int] = {}
+
+
+def suite_of(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")
+    if len(parts) < 3 or parts[0] != "tests":
+        return parts[0]
+    if parts[1] in DIRECTORY_MARKERS:
+        return f"{parts[1]}/{parts[2].removesuffix('.py')}"
+    return parts[1]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    suite = suite_of(report.nodeid)
+    _suite_seconds[suite] = _suite_seconds.get(suite, 0.0) + report.duration
+    if report.when == "call":
+        _suite_tests[suite] = _suite_tests.get(suite, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if not _suite_seconds or hasattr(terminalreporter.config, "workerinput"):
+        return
+    import json
+
+    rows = sorted(_suite_seconds.items(), key=lambda kv: -kv[1])
+    terminalreporter.section("wall time per suite")
+    for suite, seconds in rows:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {_suite_tests.get(suite, 0):4d} tests  {suite}")
+    if terminalreporter.config.rootpath == ROOT:
+        TIMES_FILE.parent.mkdir(exist_ok=True)
+        TIMES_FILE.write_text(json.dumps({s: round(t, 1) for s, t in rows}, indent=1) + "\n")

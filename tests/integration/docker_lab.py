@@ -31,6 +31,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -43,6 +44,8 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hpc-cl
 DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
+STALL_S = 120  # a starting service that neither prints nor uses CPU for this long is stuck
+POLL_S = 0.5
 IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -136,8 +139,9 @@ class Dockerd:
         path.write_text(json.dumps(data))
         self.start()
 
-    def build(self, record: Record, tag: str | None = None) -> str:
-        """Build a recorded docker.Image: its context, Dockerfile, platform (and image name)."""
+    def build(self, record: Record, tag: str | None = None, progress: Callable[[str], None] | None = None) -> str:
+        """Build a recorded docker.Image: its context, Dockerfile, platform (and image name).
+        ``progress`` gets every line of the build's output as it comes."""
         inputs = plain(record.inputs)
         build, tag = inputs["build"], tag or inputs["imageName"]
         context = ROOT / build["context"]
@@ -146,6 +150,8 @@ class Dockerd:
         for chunk in self.api.build(path=str(context), dockerfile=dockerfile, tag=tag, platform=build.get("platform"),
                                     network_mode="host", rm=True, forcerm=True, decode=True):
             log.append(chunk.get("stream", "") or chunk.get("error", ""))
+            if progress is not None and log[-1].strip():
+                progress(log[-1].rstrip())
             if "error" in chunk:
                 raise RuntimeError(f"build of {tag} failed: {chunk['error']}\n{''.join(log[-20:])}")
         return tag
@@ -231,6 +237,39 @@ class Dockerd:
         state = self.api.inspect_container(name)["State"]
         return str((state.get("Health") or {}).get("Status", "none"))
 
+    def tail(self, name: str, lines: int = 30) -> str:
+        """A container's state, last output lines and last health-check outputs: why it is not ready."""
+        info = self.api.inspect_container(name)
+        state = info["State"]
+        health = [h.get("Output", "").strip() for h in (state.get("Health") or {}).get("Log", [])[-2:]]
+        logs = self.api.logs(name, tail=lines).decode(errors="replace")
+        return (f"{name}: {state['Status']} (exit code {state['ExitCode']}); health checks: {health}\n"
+                f"--- its last {lines} lines:\n{logs}")
+
+    def wait_ready(self, name: str, ready: Callable[[], object], what: str, stall_s: float = STALL_S) -> object:
+        """Poll ``ready`` while the container ``name`` makes progress, and return its first truthy
+        value. No wall-clock guess: it fails at once when the container exits, and when neither
+        its output nor its CPU time has moved for ``stall_s``; either failure carries the
+        container's own last lines. (The test's own time limit still bounds the whole wait.)"""
+        seen: tuple[int, int] | None = None
+        moved = time.monotonic()
+        while True:
+            try:
+                if value := ready():
+                    return value
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            state = self.api.inspect_container(name)["State"]
+            if not state["Running"]:
+                raise AssertionError(f"{what}: the container stopped\n{self.tail(name)}")
+            cpu = self.api.stats(name, stream=False, one_shot=True)["cpu_stats"]["cpu_usage"]["total_usage"]
+            mark = (len(self.api.logs(name)), int(cpu))
+            if mark != seen:
+                seen, moved = mark, time.monotonic()
+            elif time.monotonic() - moved > stall_s:
+                raise TimeoutError(f"{what}: no output and no CPU time for {stall_s:.0f}s\n{self.tail(name)}")
+            time.sleep(POLL_S)
+
     def exec(self, name: str, cmd: str, user: str = "", workdir: str | None = None) -> tuple[int, str]:
         e = self.api.exec_create(name, ["bash", "-c", cmd], user=user, workdir=workdir)
         out = self.api.exec_start(e["Id"]).decode(errors="replace")
@@ -302,11 +341,22 @@ def base_rootfs(suite: str, packages: tuple[str, ...] = ()) -> Path:
     return out
 
 
+def local_name(record: Record) -> str:
+    """The name a recorded image is built and cached under: ``hpc-cluster/<name>:<hash>``."""
+    return "hpc-cluster/" + plain(record.inputs)["imageName"].rsplit("/", 1)[-1]
+
+
+def cached_tar(record: Record) -> Path:
+    """Where the tarball of a recorded image is cached (it may not exist yet)."""
+    return CACHE / (re.sub(r"[^A-Za-z0-9._-]", "_", local_name(record)) + ".tar")
+
+
 class Builder:
     """The builder daemon: builds each distinct recorded image once, caches it as a tarball."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, progress: Callable[[str], None] | None = None):
         self.root = root
+        self.progress = progress  # every build line, as it comes (the images phase prints them)
         self.daemon: Dockerd | None = None
         self.forward = IP_FORWARD.read_text()
         self.timings: dict[str, float] = {}
@@ -316,13 +366,13 @@ class Builder:
         component (name and context hash), whatever registry the record names: the same context
         is the same image. ``Dockerd.load_as`` gives it the record's name on a host."""
         tag = plain(record.inputs)["imageName"]
-        local = "hpc-cluster/" + tag.rsplit("/", 1)[-1]
-        out = CACHE / (re.sub(r"[^A-Za-z0-9._-]", "_", local) + ".tar")
+        local = local_name(record)
+        out = cached_tar(record)
         if out.exists():
             return out
         daemon = self._daemon(record)
         started = time.monotonic()
-        daemon.build(record, tag=local)
+        daemon.build(record, tag=local, progress=self.progress)
         self.timings[tag] = time.monotonic() - started
         daemon.save(local, out)
         # Keep one tarball per image repository: older contexts are never loaded again.
@@ -340,6 +390,8 @@ class Builder:
             tagged = pinned.split("@", 1)[0]
             if not self.daemon.api.images(name=tagged):
                 assert tagged in STAND_INS, f"no test stand-in for the base {tagged} (docker_lab.STAND_INS)"
+                if self.progress is not None:
+                    self.progress(f"base {tagged}: the debootstrapped {STAND_INS[tagged][0]} stand-in")
                 self.daemon.map_base(base_rootfs(*STAND_INS[tagged]), pinned)
         return self.daemon
 

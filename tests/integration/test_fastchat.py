@@ -31,7 +31,6 @@ pytestmark = pytest.mark.integration
 NET = "10.82.0"
 TOOLS = ("dockerd", "debootstrap", "/usr/sbin/sshd", "nsenter")
 TEST_KEY = "fastchat-test-key-" + "k" * 22  # stands in for the vllm-api-key Secret's value
-START_TIMEOUT_S = 180
 
 
 class Records:
@@ -142,16 +141,16 @@ def test_image_is_built_from_the_plan_record_and_runs_as_non_root(host, records)
 
 
 def test_controller_answers(host):
-    lab, _ = host
-    labmod.wait_until(lambda: http(lab, f"http://{NET}.11:21001/list_models", "{}")[0] == 200,
-                      "the controller", START_TIMEOUT_S)  # fmt: skip
+    lab, daemon = host
+    daemon.wait_ready("fastchat-controller", lambda: http(lab, f"http://{NET}.11:21001/list_models", "{}")[0] == 200,
+                      "the controller")  # fmt: skip
     status, text = http(lab, f"http://{NET}.11:21001/list_models", "{}")
     assert status == 200 and json.loads(text) == {"models": []}
 
 
 def test_web_ui_serves_every_model_of_the_config_map(host, records):
-    lab, _ = host
-    labmod.wait_until(lambda: http(lab, f"http://{NET}.11:7860/")[0] == 200, "the web UI", START_TIMEOUT_S)
+    lab, daemon = host
+    daemon.wait_ready("fastchat-webui", lambda: http(lab, f"http://{NET}.11:7860/")[0] == 200, "the web UI")
     status, config = http(lab, f"http://{NET}.11:7860/config")
     assert status == 200
     for display_name in json.loads(records.endpoints):
@@ -180,10 +179,16 @@ def test_the_api_key_reaches_only_a_private_copy_of_the_endpoints(host, records)
     assert all(entry["api_key"] == TEST_KEY for entry in data.values())
 
 
+def healthy(daemon: docker_lab.Dockerd, name: str) -> bool:
+    status = daemon.health(name)
+    assert status != "unhealthy", daemon.tail(name)
+    return status == "healthy"
+
+
 def test_docker_reports_both_healthy(host):
     _, daemon = host
     for name in ("fastchat-controller", "fastchat-webui"):
-        labmod.wait_until(lambda n=name: daemon.health(n) == "healthy", f"{name} healthy", 120)
+        daemon.wait_ready(name, lambda n=name: healthy(daemon, n), f"{name} healthy")
 
 
 def test_web_ui_refuses_to_start_without_the_api_key(host, records):

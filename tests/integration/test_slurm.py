@@ -631,6 +631,8 @@ def test_rotating_the_munge_key_restarts_the_containers_and_the_cluster_works(cl
     try:  # responding again: idle, or mixed where a job requeued by the restart runs
         labmod.wait_until(lambda: cluster.responding() == nodes, "every node back with the new key", 180)
     except TimeoutError:
+        print(cluster.diagnostics())
+        print(cluster.daemons["head"].api.logs("slurm-head", tail=200).decode())
         raise AssertionError(cluster.in_head("sinfo -N -l; squeue")[1]) from None
     rc, out = cluster.in_head("srun -N3 -p gpu hostname")
     assert rc == 0 and sorted(out.split()) == ["w1", "w2", "w3"], out
