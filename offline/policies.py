@@ -54,6 +54,7 @@ def policy_config(cfg: ClusterConfig) -> dict[str, Any]:
     if cfg.is_prod:
         conf["gluster-replica-safe"] = {"enforcementLevel": "mandatory"}
         conf["slurm-constrain-devices"] = {"enforcementLevel": "mandatory"}
+        conf["slurm-gpu-share-capped"] = {"enforcementLevel": "mandatory"}
     conf["rack-power-budget"] = {
         "enforcementLevel": "mandatory" if cfg.racks else "advisory",
         "racks": {name: r.power_budget_w for name, r in sorted(cfg.racks.items())},

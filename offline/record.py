@@ -24,6 +24,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from google.protobuf import json_format
 from pulumi.runtime import mocks as sdk_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.config import set_all_config
@@ -131,7 +132,9 @@ class RecordingMonitor(sdk_mocks.MockMonitor):
             "ignoreChanges": sorted(request.ignoreChanges),
             "replaceOnChanges": sorted(request.replaceOnChanges),
             "additionalSecretOutputs": sorted(request.additionalSecretOutputs),
-            "aliases": len(request.aliases),
+            # each alias as the engine receives it (a URN, or the old name/type/parent): a move
+            # that keeps its resource shows in the plan
+            "aliases": [json_format.MessageToDict(a) for a in request.aliases],
         }
         record = Record(
             urn=response.urn,

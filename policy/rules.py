@@ -289,6 +289,38 @@ def nvidia_driver_branch(args: ResourceValidationArgs, report: Report) -> None:
         )
 
 
+_NODE_GPUS = re.compile(r"^NodeName=\S+ .*\bGres=gpu:[^:\s]+:(\d+)", re.M)
+
+
+def slurm_gpu_share_capped(args: StackValidationArgs, report: Report) -> None:
+    """No account can hold every GPU unless the stack says so (holdsAllGpus): Slurm's GPUs from
+    slurm.conf's node lines, each account's cap from the accounting step's header
+    (render_scheduling.accounting)."""
+    gpus = 0
+    accounting = []
+    for r in args.resources:
+        if r.resource_type != facts.REMOTE_COMMAND:
+            continue
+        h = facts.step_headers(r.props)
+        if h.get("file") == "/etc/slurm/slurm.conf":
+            gpus += sum(int(n) for n in _NODE_GPUS.findall(str(r.props.get("stdin") or "")))
+        if "gpu-caps" in h:
+            accounting.append((r, h))
+    for r, h in accounting:
+        caps = dict(item.split(":", 1) for item in h["gpu-caps"].split(",") if item != "-")
+        allowed = set(h.get("holds-all-gpus", "-").split(","))
+        for account in (a for a in h.get("accounts", "-").split(",") if a not in ("-", "")):
+            cap = int(caps[account]) if account in caps else None
+            if gpus and (cap is None or cap >= gpus) and account not in allowed:
+                held = "every GPU" if cap is None else f"{cap} GPUs"
+                report(
+                    f"The Slurm account {account} ({r.name}) may hold {held} of the cluster's {gpus}; cap it "
+                    f"(hpc:slurm.scheduling.accounts[{account}].maxGpus, or a QoS maxGpusPerAccount) or allow it "
+                    "explicitly with holdsAllGpus: true.",
+                    r.urn,
+                )
+
+
 # ---- power and state ------------------------------------------------------------------------------
 def rack_power_budget(args: StackValidationArgs, report: Report) -> None:
     cfg = args.get_config() or {}
@@ -369,6 +401,12 @@ POLICIES: list[Policy] = [
     ),
     _r("stateful-protected", "Stateful steps are protected from deletion.", stateful_protected, MANDATORY),
     _r("nvidia-driver-branch", "GPU nodes require NVIDIA driver R550 or newer.", nvidia_driver_branch, ADVISORY),
+    StackValidationPolicy(
+        name="slurm-gpu-share-capped",
+        description="No Slurm account can hold every GPU unless the stack says so.",
+        validate=slurm_gpu_share_capped,
+        enforcement_level=ADVISORY,
+    ),
     # trust boundaries (policy/trust.py)
     _r("ssh-host-keys-pinned", "SSH connections check a pinned host key.", trust.ssh_host_keys_pinned, MANDATORY),
     StackValidationPolicy(

@@ -15,7 +15,7 @@ import pulumi_docker as docker
 
 from components import accounts, hostkeys
 from components.accounts import SharedDir
-from components.inference.capacity import GIB, model_cache_gib
+from components.inference.capacity import GIB
 from components.inference.exposure import Exposure, ExposureArgs
 from components.inference.fastchat import CONTROLLER_PORT, FastChat, FastChatArgs
 from components.inference.host import InferenceHost, InferenceHostArgs
@@ -319,8 +319,6 @@ def build_people(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             hosts=[access.ssh(h) for h in cfg.hosts],
             head=access.ssh(head),
             head_mount=cluster.mounts[head.name].mount,
-            head_container=cluster.slurm_head.container,
-            cluster_name=cfg.slurm.cluster_name,
         ),
     )
 
@@ -363,7 +361,7 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             provider=provider,
             network_storage=cluster.network_storage,
             namespace=INFERENCE_NAMESPACE,
-            model_cache_gib=model_cache_gib(sum(m.load().weight_bytes for m in cfg.inference.models)),
+            model_cache_gib=cfg.inference.model_cache_gib,
             retain_volumes=cfg.is_prod,
         ),
     )

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from components.inference import capacity
-from stacks import config_checks, config_errors, paths
+from stacks import config_checks, config_errors, config_scheduling, paths
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
@@ -82,7 +82,7 @@ class ClusterConfig(_Model):
         found: list[tuple[str, str]] = []
         checks = (
             self._people, self._hosts, self._roles, self._storage, self._paths_apart, self._partitions_hosts,
-            self._models,
+            self._models, self._scheduling,
         )  # fmt: skip
         for check in checks:
             try:
@@ -96,6 +96,11 @@ class ClusterConfig(_Model):
 
     def _people(self) -> Iterator[Problem]:
         yield from People.model_construct(users=self.users, groups=self.groups).problems()
+
+    def _scheduling(self) -> Iterator[Problem]:
+        users = {u.name: u.slurm_account for u in self.users}
+        workers = [h.name for h in self.with_role(Role.GPU_WORKER) + self.with_role(Role.CPU_WORKER)]
+        yield from config_scheduling.problems(self.slurm.scheduling, users, workers, "slurm.scheduling")
 
     @property
     def people(self) -> People:
@@ -253,6 +258,13 @@ class ClusterConfig(_Model):
             used[(m.host, m.port)] = m.name
             yield from config_checks.model_problems(key, m)
         yield from self._check_capacity()
+        need = capacity.model_cache_needed_gib(sum(m.load().weight_bytes for m in self.inference.models))
+        if need > self.inference.model_cache_gib:
+            yield (
+                "inference.modelCacheGib",
+                f"the models' weights need {need} GiB in the model cache (twice their {need // 2}+ GiB), "
+                f"more than {self.inference.model_cache_gib}; raise it to at least {need}",
+            )
 
     def _check_capacity(self) -> Iterator[Problem]:
         """The GPU memory model (components/inference/capacity.py), per inference host."""

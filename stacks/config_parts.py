@@ -27,6 +27,7 @@ from stacks.config_base import (
     _Model,
 )
 from stacks.config_errors import encode
+from stacks.config_scheduling import SchedulingConfig
 
 
 class HostConfig(_Model):
@@ -235,6 +236,9 @@ class SlurmConfig(_Model):
         ge=10,
         description="How long a drained worker waits for its jobs; then it is resumed and the step fails naming them.",
     )
+    scheduling: SchedulingConfig = Field(
+        default_factory=SchedulingConfig, description="Fair share, QoS, limits, preemption, reservations."
+    )
 
     @model_validator(mode="after")
     def _partitions(self) -> SlurmConfig:
@@ -308,6 +312,12 @@ class InferenceConfig(_Model):
 
     models: list[ModelConfig] = Field(default_factory=list, description="Served models.")
     webui_port: Port = Field(default=7860, description="FastChat Gradio web UI port.")
+    model_cache_gib: int = Field(
+        default=200,
+        ge=1,
+        description="Size of the shared model cache (GiB): room for twice the models' weights; raise it "
+        "only (Kubernetes refuses to shrink a bound claim).",
+    )
     public_host: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$",

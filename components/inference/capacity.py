@@ -120,15 +120,13 @@ class Problem:
 
 # The model cache holds each model's repository as Hugging Face downloads it: the weights, and in
 # many repositories a second copy in another format (Meta's original/*.pth beside the
-# safetensors), hence twice the weights. Never below the first release's 200 GiB: Kubernetes
-# refuses to shrink a bound claim.
+# safetensors), hence twice the weights.
 CACHE_WEIGHT_COPIES = 2
-MIN_MODEL_CACHE_GIB = 200
 
 
-def model_cache_gib(weights_bytes: float) -> int:
-    """The model-cache claim, in GiB, for models whose weights take ``weights_bytes``."""
-    return max(MIN_MODEL_CACHE_GIB, math.ceil(CACHE_WEIGHT_COPIES * weights_bytes / GIB))
+def model_cache_needed_gib(weights_bytes: float) -> int:
+    """The model cache, in GiB, that models whose weights take ``weights_bytes`` need."""
+    return math.ceil(CACHE_WEIGHT_COPIES * weights_bytes / GIB)
 
 
 def check_host(

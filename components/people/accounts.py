@@ -1,4 +1,4 @@
-"""People: the cluster's users and groups on every host, their homes, their Slurm associations."""
+"""People: the cluster's users and groups on every host, and their homes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from components import remote
 from components.base import Args
 from components.people import render
 from components.remote import Ssh
-from components.slurm.steps import HEAD_CONTAINER
 
 
 class PeopleArgs(Args):
@@ -19,14 +18,12 @@ class PeopleArgs(Args):
     hosts: list[Ssh] = Field(description="Every host of the cluster.")
     head: Ssh = Field(description="The Slurm head host (homes and accounting run there).")
     head_mount: pulumi.Resource = Field(description="The step that mounts the shared volume on the head.")
-    head_container: pulumi.Resource = Field(description="The Slurm head container (slurmdbd).")
-    cluster_name: str = Field(description="Slurm ClusterName.")
 
 
 class People(pulumi.ComponentResource):
     """Children: ``<host>-accounts`` on every host (account files for the containers, the same
-    users and groups on the host), ``<head>-homes`` (homes on the shared volume, 0700) and
-    ``<head>-slurm-accounting`` (accounts and associations in slurmdbd)."""
+    users and groups on the host) and ``<head>-homes`` (homes on the shared volume, 0700). Their
+    Slurm associations are the SlurmHead's ``<head>-slurm-accounting`` step."""
 
     accounts: dict[str, pulumi.Resource]
     """Each host's accounts step."""
@@ -44,16 +41,10 @@ class People(pulumi.ComponentResource):
             for ssh in args.hosts
         }
         head = args.head.name
-        homes = remote.run(
+        remote.run(
             f"{head}-homes",
             args.head,
             render.homes(head, args.people, args.home_root),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.head_mount, self.accounts[head]]),
-        )
-        remote.run(
-            f"{head}-slurm-accounting",
-            args.head,
-            render.slurm_accounting(head, HEAD_CONTAINER, args.cluster_name, args.people),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.head_container, self.accounts[head], homes]),
         )
         self.register_outputs({})

@@ -6,8 +6,8 @@
 * Hosts get the same users and groups in their own /etc (fixed ids; a name or id already used
   otherwise fails the step naming both), homes pointing at the shared volume, no password.
 * Homes: created once on the shared volume, owned by the user, mode 0700; never deleted.
-* Slurm: accounts and users created with ``sacctmgr`` only when missing; what hpc-cluster
-  created (accounts described ``hpc-cluster``) and the stack no longer lists is removed.
+* Slurm: their accounts and associations are the scheduling policy's (``components.slurm.
+  render_scheduling``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from components.scripts import Raw, RemoteScript, fill, put_file, quoted, script
 SCRIPTS = Path(__file__).with_name("scripts")
 ACCOUNTS_DIR = "/etc/hpc-cluster/accounts"  # on every host; /var/lib/extrausers in the containers
 CONTAINER_ACCOUNTS = "/var/lib/extrausers"
-MANAGED = "hpc-cluster"  # description of the Slurm accounts this project manages
-SLURMDBD_READY_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -92,20 +90,3 @@ def homes(host: str, people: tuple[Person, ...], home_root: str) -> RemoteScript
     create = script(host, f"{host}-homes", body)
     delete = script(host, f"{host}-homes-delete", 'echo "hpc: homes stay on the shared volume"\n')
     return RemoteScript(f"{host}-homes", host, create, delete)
-
-
-def slurm_accounting(host: str, container: str, cluster: str, people: tuple[Person, ...]) -> RemoteScript:
-    """Accounts and user associations in slurmdbd, from the stack: added when missing, removed
-    when hpc-cluster made them and the stack dropped them; nothing else is touched."""
-    body = fill(
-        SCRIPTS / "slurm-accounting.sh",
-        container=container,
-        timeout=SLURMDBD_READY_TIMEOUT_S,
-        cluster=cluster,
-        wanted=Raw("".join(f"{p.name}|{p.account}\n" for p in people)),
-        accounts=sorted({p.account for p in people}),
-        managed=MANAGED,
-    )
-    create = script(host, f"{host}-slurm-accounting", body)
-    delete = script(host, f"{host}-slurm-accounting-delete", 'echo "hpc: accounting stays in slurmdbd"\n')
-    return RemoteScript(f"{host}-slurm-accounting", host, create, delete)

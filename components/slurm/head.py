@@ -9,12 +9,14 @@ from pydantic import Field
 
 from components import remote
 from components.remote import Ssh
-from components.slurm import render, steps
+from components.slurm import render, render_scheduling, steps
 from components.slurm.images import HostDockerArgs, image_ref, macvlan_network, slurm_image
 from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs, directory_step, munge_key_step
 from components.storage.contract import NetworkStorage
 
 MUNGE_KEY_BYTES = 1024
+# Where the accounting step lived before it moved here: the root's hpc:people:People "people".
+OLD_ACCOUNTING_PARENT = ("people", "hpc:people:People")
 DB_PASSWORD_LENGTH = 40
 
 
@@ -38,7 +40,8 @@ class SlurmHead(pulumi.ComponentResource):
     ``<name>-munge-key-file`` step (the key on this host's disk), ``<name>-slurm-secrets`` (DB password
     file, slurmdbd.conf), ``<name>-slurm-state`` (durable, protected), one step per config file
     (reconfigures a running controller), the macvlan network, the image (with a registry also the
-    workers' image, pushed by digest) and the container."""
+    workers' image, pushed by digest), the container, ``<name>-slurm-accounting`` (QoS, the
+    account tree, users' associations) and ``<name>-slurm-reservations``."""
 
     address: str
     """Address of the head container (slurmctld, slurmdbd)."""
@@ -51,6 +54,8 @@ class SlurmHead(pulumi.ComponentResource):
     """The head container."""
     config_steps: list[pulumi.Resource]
     """Steps that install slurm.conf, gres.conf and cgroup.conf."""
+    accounting: pulumi.Resource
+    """The step that puts QoS, accounts and users' associations into slurmdbd."""
 
     def __init__(self, name: str, args: SlurmHeadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("hpc:slurm:SlurmHead", name, None, opts)
@@ -131,11 +136,30 @@ class SlurmHead(pulumi.ComponentResource):
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=self.address)],
             volumes=shared.apply(lambda s: [*volumes, *s]),
             restart="unless-stopped",
+            stop_timeout=steps.CONTAINER_STOP_TIMEOUT_S,
             must_run=True,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
                 depends_on=[args.host_mount, munge, *directory, secrets, state, *self.config_steps],
             ),
+        )
+        after_container = pulumi.ResourceOptions(parent=self, depends_on=[self.container])
+        self.accounting = remote.run(
+            f"{name}-slurm-accounting",
+            args.ssh,
+            render_scheduling.accounting(host, steps.HEAD_CONTAINER, args.spec.cluster_name, args.spec.scheduling),
+            # the step was the People component's before the scheduling policy: same resource
+            opts=pulumi.ResourceOptions.merge(
+                after_container, pulumi.ResourceOptions(
+                    aliases=[pulumi.Alias(parent=pulumi.resource.create_urn(*OLD_ACCOUNTING_PARENT))]
+                )
+            ),
+        )
+        remote.run(
+            f"{name}-slurm-reservations",
+            args.ssh,
+            render_scheduling.reservations(host, steps.HEAD_CONTAINER, args.spec.scheduling),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.accounting]),
         )
         self.register_outputs({"address": self.address, "container": self.container.id})

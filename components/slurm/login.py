@@ -7,7 +7,7 @@ import pulumi_docker as docker
 from pydantic import Field
 
 from components.remote import Ssh
-from components.slurm import render
+from components.slurm import render, steps
 from components.slurm.images import HostDockerArgs, macvlan_network, pulled_image, slurm_image
 from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs, directory_step, munge_key_step
 from components.slurm.steps import LOGIN_CONTAINER
@@ -73,6 +73,7 @@ class LoginNode(pulumi.ComponentResource):
             ],
             volumes=volumes,
             restart="unless-stopped",
+            stop_timeout=steps.CONTAINER_STOP_TIMEOUT_S,
             must_run=True,
             opts=pulumi.ResourceOptions(
                 parent=self, provider=args.docker.provider, depends_on=[args.host_mount, munge, *directory]

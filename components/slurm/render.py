@@ -10,7 +10,9 @@ secret step substitutes on the host (``DB_PASSWORD_PLACEHOLDER``), never part of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from components.slurm.render_scheduling import Scheduling, conf_lines
 
 DB_PASSWORD_PLACEHOLDER = "@@SLURM_DB_PASSWORD@@"
 SLURMCTLD_PORT = 6817
@@ -62,6 +64,7 @@ class PartitionSpec:
     nodes: tuple[str, ...]
     default: bool
     max_time: str
+    billing: str = ""  # TRESBillingWeights (render_scheduling.billing)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class ClusterSpec:
     nodes: tuple[NodeSpec, ...]
     partitions: tuple[PartitionSpec, ...]
     cgroup: bool
-    enforce_associations: bool = False
+    scheduling: Scheduling = field(default_factory=Scheduling)
 
     @property
     def gres_types(self) -> tuple[str, ...]:
@@ -99,11 +102,9 @@ def slurm_conf(spec: ClusterSpec) -> str:
         plugins = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\nJobAcctGatherType=jobacct_gather/linux"
     tres = ",".join(["gres/gpu", *(f"gres/gpu:{t}" for t in spec.gres_types)])
     nodes = "\n".join(n.line for n in spec.nodes)
-    # A user without an association (hpc:users, sacctmgr) cannot run; limits apply.
-    enforce = "AccountingStorageEnforce=associations,limits\n" if spec.enforce_associations else ""
     parts = "\n".join(
         f"PartitionName={p.name} Nodes={','.join(p.nodes)} Default={'YES' if p.default else 'NO'} "
-        f"MaxTime={p.max_time} State=UP"
+        f"MaxTime={p.max_time} State=UP" + (f" TRESBillingWeights={p.billing}" if p.billing else "")
         for p in spec.partitions
         if p.nodes
     )
@@ -138,7 +139,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost={spec.head_name}
 AccountingStoragePort={SLURMDBD_PORT}
 AccountingStorageTRES={tres}
-{enforce}{nodes}
+{conf_lines(spec.scheduling)}{nodes}
 {parts}
 """
 

@@ -28,6 +28,9 @@ WORKER_CONTAINER = "slurm-worker"
 LOGIN_CONTAINER = "slurm-login"
 SLURM_CONTAINERS = (HEAD_CONTAINER, WORKER_CONTAINER, LOGIN_CONTAINER)  # whichever runs on a host
 DRAIN_REASON = "hpc-cluster: replacing the slurmd container"
+# How long docker stop/restart waits for a container's daemons to stop in order (the entrypoint):
+# slurmctld saving its state and MariaDB flushing InnoDB take seconds; then SIGKILL.
+CONTAINER_STOP_TIMEOUT_S = 60
 DRAIN_TIMEOUT_S = 3600
 DRAIN_POLL_S = 2
 CONTROLLER_RECONFIGURE_TIMEOUT_S = 120

@@ -120,6 +120,7 @@ class GpuWorker(pulumi.ComponentResource):
             "cgroupns_mode": "private",
             "capabilities": docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN", "SYS_NICE"]),
             "restart": "unless-stopped",
+            "stop_timeout": steps.CONTAINER_STOP_TIMEOUT_S,
             "must_run": True,
         }
         # Any change of the container's spec replaces it; the drain and resume steps carry a

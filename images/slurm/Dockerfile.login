@@ -31,6 +31,6 @@ VOLUME ["/var/lib/hpc-login/ssh"]
 EXPOSE 22
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
   CMD ["/usr/local/sbin/hpc-entrypoint", "health"]
-# -g: docker stop's SIGTERM reaches every daemon, not only the entrypoint shell.
-ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/sbin/hpc-entrypoint"]
+# tini reaps and hands docker stop's SIGTERM to the entrypoint, which stops the daemons in order.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/sbin/hpc-entrypoint"]
 CMD ["login"]

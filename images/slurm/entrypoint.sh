@@ -1,6 +1,5 @@
 #!/bin/bash
-# hpc-cluster Slurm container entrypoint; PID 1 is tini (-g), which reaps and forwards signals
-# to the whole process group.
+# hpc-cluster Slurm container entrypoint; PID 1 is tini, which reaps and forwards signals to it.
 #
 #   hpc-entrypoint head     munged, MariaDB, slurmdbd, slurmctld (configless server)
 #   hpc-entrypoint worker   munged, slurmd --conf-server "$SLURM_CONF_SERVER"
@@ -9,6 +8,9 @@
 #
 # Daemons run in the foreground as children of this script; when any of them exits, the
 # script stops the others and exits non-zero, so Docker's restart policy restarts the set.
+# docker stop/restart (SIGTERM, to this script only: tini without -g) stops them in the reverse
+# order of their start, each waited for: slurmctld saves its state before slurmdbd, MariaDB
+# and munged go, so a restarted head recovers what it had (nodes resumed, jobs cancelled).
 # Secrets come from files mounted by the host (never from arguments or the environment).
 # With an external directory (hpc:identity.ldap), sssd runs beside the daemons, started first.
 set -euo pipefail
@@ -51,6 +53,7 @@ start_munge() {
   [ "$(stat -c '%U %a' "$MUNGE_KEY")" = "munge 400" ] || die "munge key $MUNGE_KEY must be owned by munge, mode 0400"
   install -d -o munge -g munge -m 0755 /run/munge
   runuser -u munge -- munged --foreground --key-file="$MUNGE_KEY" --seed-file=/run/munge/munged.seed &
+  started munged
   wait_for "$STARTUP_TIMEOUT_S" munged munge_ok
 }
 
@@ -62,6 +65,7 @@ start_sssd() {
   # a restarted container asks the directory again instead of trusting an old cache
   rm -f /var/lib/sss/db/* /var/lib/sss/mc/* /var/lib/sss/pipes/*.pid 2>/dev/null || true
   sssd -i --logger=stderr &
+  started sssd
   wait_for "$STARTUP_TIMEOUT_S" sssd test -S /var/lib/sss/pipes/nss
 }
 
@@ -78,6 +82,7 @@ start_database() {
   fi
   mariadbd --user=mysql --datadir="$DB_DIR" --socket="$DB_SOCKET" --bind-address=127.0.0.1 --port=3306 \
     --skip-log-bin --innodb-buffer-pool-size="$DB_BUFFER_POOL" --innodb-lock-wait-timeout="$DB_LOCK_WAIT_TIMEOUT_S" &
+  started mariadbd
   wait_for "$STARTUP_TIMEOUT_S" MariaDB db_ping
   local password
   password=$(<"$DB_PASSWORD_FILE")
@@ -91,14 +96,36 @@ GRANT ALL ON $ACCOUNTING_DB.* TO 'slurm'@'127.0.0.1';
 SQL
 }
 
+# The daemons in the order they started, as name:pid.
+DAEMONS=()
+STOPPING=0
+started() { DAEMONS+=("$1:$!"); }
+
+# stop_all: each daemon, last started first, sent SIGTERM and waited for.
+stop_all() {
+  local i name pid
+  for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
+    name=${DAEMONS[i]%%:*} pid=${DAEMONS[i]##*:}
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      log "stopped $name"
+    fi
+  done
+}
+
+trap 'STOPPING=1' TERM INT
+
 supervise() {
   local status=0
-  wait -n || status=$?
+  [ "$STOPPING" = 1 ] || wait -n || status=$?  # a signal during start-up: stop at once
+  if [ "$STOPPING" = 1 ]; then
+    log "stopping (signal received)"
+    stop_all
+    exit 0
+  fi
   log "a daemon exited (status $status); stopping the others"
-  local pids
-  mapfile -t pids < <(jobs -p)
-  kill "${pids[@]}" 2>/dev/null || true
-  wait || true
+  stop_all
   exit 1
 }
 
@@ -109,8 +136,10 @@ run_head() {
   install -d -o slurm -g slurm -m 0755 /var/log/slurm
   install -d -o slurm -g slurm -m 0700 /var/spool/slurmctld
   slurmdbd -D &
+  started slurmdbd
   wait_for "$STARTUP_TIMEOUT_S" slurmdbd tcp_open 127.0.0.1 6819
   slurmctld -D &
+  started slurmctld
   supervise
 }
 
@@ -120,6 +149,7 @@ run_worker() {
   start_munge
   install -d -m 0755 /var/log/slurm /var/spool/slurmd
   slurmd -D --conf-server "$SLURM_CONF_SERVER" &
+  started slurmd
   supervise
 }
 
@@ -142,8 +172,10 @@ run_login() {
   install -d -m 0755 /run/sshd /run/slurm
   # sackd fetches slurm.conf from the controller for the client tools (/run/slurm/conf).
   sackd -D --conf-server "$SLURM_CONF_SERVER" &
+  started sackd
   wait_for "$STARTUP_TIMEOUT_S" "sackd to fetch the configuration" test -f /run/slurm/conf/slurm.conf
   /usr/sbin/sshd -D -e &
+  started sshd
   supervise
 }
 

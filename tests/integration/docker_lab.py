@@ -196,7 +196,7 @@ class Dockerd:
         """Create and start a recorded docker.Container with every input the program sets."""
         spec = plain(record.inputs)
         known = {"name", "image", "hostname", "command", "envs", "hosts", "networksAdvanced", "devices", "volumes",
-                 "cgroupnsMode", "capabilities", "restart", "mustRun"}
+                 "cgroupnsMode", "capabilities", "restart", "mustRun", "stopTimeout"}
         assert set(spec) <= known, f"inputs the test does not apply: {sorted(set(spec) - known)}"
         if replace:
             self.remove_container(spec["name"])
@@ -224,6 +224,7 @@ class Dockerd:
         created = self.api.create_container(
             spec["image"], command=spec.get("command"), name=spec["name"], hostname=spec.get("hostname"),
             environment=spec.get("envs"), host_config=host_config, networking_config=networking,
+            stop_timeout=int(spec["stopTimeout"]) if "stopTimeout" in spec else None,
         )  # fmt: skip
         if spec.get("mustRun", True):
             self.api.start(created["Id"])

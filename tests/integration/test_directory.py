@@ -20,7 +20,7 @@ from offline.mocks import stand_in_secret
 from tests.integration import docker_lab, hostkeys
 from tests.integration import lab as labmod
 from tests.integration.steps import run_step
-from tests.integration.test_slurm import Cluster, Planned, run_head_steps
+from tests.integration.test_slurm import AFTER_THE_HEAD, Cluster, Planned, run_head_steps, running
 from tests.integration.test_slurm import ssh_login as login
 
 pytestmark = pytest.mark.integration
@@ -159,14 +159,11 @@ def directory_cluster(tmp_path_factory):
     builder = docker_lab.Builder(tmp_path_factory.mktemp("builder"))
     lab = labmod.Lab(HOSTS, net=NET)
     c = Cluster(lab, builder, SLURM_HOSTS, CTR_ADDR["login"])
-    resolver = None
-    try:
-        lab.up()
+    with running(c, builder):
         (lab.dir / "ldap-server").mkdir()
         ca = make_ca(lab.dir / "ldap-server", SSH_ADDR["ldap"])
         start_slapd(lab)
         planned = Planned(0, config=stack(ca))
-        resolver = docker_lab.nxdomain_resolver(f"{lab.prefix}-cl")
         c.prepare()
         for host in SLURM_HOSTS:
             run_step(lab, planned.steps[f"{host}-accounts"])
@@ -177,21 +174,11 @@ def directory_cluster(tmp_path_factory):
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
         c.deploy(planned, "c1")
         labmod.wait_until(lambda: c.idle() == {"c1"}, "c1 idle", 120)
-        for name in ("head-homes", "head-slurm-accounting"):
+        for name in ("head-homes", *AFTER_THE_HEAD):
             run_step(lab, planned.steps[name])
         c.deploy(planned, "login")
         labmod.wait_until(lambda: c.daemons["login"].health("slurm-login") == "healthy", "the login node", 150)
         yield c, planned
-    except Exception:
-        print(c.diagnostics())
-        raise
-    finally:
-        c.stop()
-        builder.stop()
-        if resolver is not None:
-            resolver.terminate()
-            resolver.wait(10)
-        lab.down()
 
 
 def test_a_directory_only_user_logs_in_with_the_directory_key_and_runs_a_job(directory_cluster):

@@ -27,12 +27,14 @@ appended to slurm.conf because the profiles describe 32-CPU / 256 GB nodes on a 
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import os
 import re
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -58,6 +60,8 @@ USERS = {"alice": 20001, "bob": 20002}  # researchers: hpc:users, keys from host
 OVERRIDE = "SlurmdParameters=config_overrides\n"
 JOBS = "/home/jobs"  # on the shared volume: every container sees it at the same path
 PROD_CTLD = f"{NET}.60"  # the prod controller's stand-in address in the lab
+# The head's steps that talk to its running daemons (sacctmgr, scontrol): after its container.
+AFTER_THE_HEAD = ("head-slurm-accounting", "head-slurm-reservations")
 
 FAKE_DEV = r"""set -e
 mkdir -p "$1"
@@ -175,7 +179,7 @@ class Planned:
         self.networks = {_owner(r): r for r in self.result.of_type("docker:index/network:Network")}
 
     def head_steps(self) -> list[Step]:
-        later = {"head-preflight-check", "head-accounts", "head-homes", "head-slurm-accounting"}
+        later = {"head-preflight-check", "head-accounts", "head-homes", *AFTER_THE_HEAD}
         return [s for s in self.steps.values() if s.name.startswith("head-") and s.name not in later]
 
 
@@ -279,6 +283,28 @@ def run_head_steps(lab: labmod.Lab, planned: Planned) -> dict[str, str]:
     return out
 
 
+@contextlib.contextmanager
+def running(c: Cluster, builder: docker_lab.Builder | None = None) -> Iterator[None]:
+    """The lab up with the NXDOMAIN resolver its containers use; on a failure the cluster's
+    diagnostics printed; whatever happened, everything this started (and ``builder``) stopped."""
+    resolver = None
+    try:
+        c.lab.up()
+        resolver = docker_lab.nxdomain_resolver(f"{c.lab.prefix}-cl")
+        yield
+    except Exception:
+        print(c.diagnostics())
+        raise
+    finally:
+        c.stop()
+        if builder is not None:
+            builder.stop()
+        if resolver is not None:
+            resolver.terminate()
+            resolver.wait(10)
+        c.lab.down()
+
+
 @pytest.fixture(scope="module")
 def planned() -> Planned:
     return Planned(workers=2)
@@ -298,10 +324,7 @@ def cluster(planned, builder):
     labmod.require(*TOOLS)
     lab = labmod.Lab(HOSTS, net=NET)
     c = Cluster(lab, builder)
-    resolver = None
-    try:
-        lab.up()
-        resolver = docker_lab.nxdomain_resolver(f"{lab.prefix}-cl")
+    with running(c):
         c.prepare()
         for host in ("head", "w1", "w2", "c1", "login"):  # Docker on container hosts, NVIDIA toolkit on GPU hosts
             out = run_step(lab, planned.steps[f"{host}-preflight-check"]).stdout
@@ -318,20 +341,11 @@ def cluster(planned, builder):
         for w in ("w1", "w2", "c1"):
             c.deploy(planned, w)
         labmod.wait_until(lambda: c.idle() == {"w1", "w2", "c1"}, "w1, w2 and c1 idle", 120)
-        for name in ("head-homes", "head-slurm-accounting", "login-munge-key-file"):
+        for name in ("head-homes", *AFTER_THE_HEAD, "login-munge-key-file"):
             run_step(lab, planned.steps[name])
         c.deploy(planned, "login")
         labmod.wait_until(lambda: c.daemons["login"].health("slurm-login") == "healthy", "the login node", 150)
         yield c
-    except Exception:
-        print(c.diagnostics())
-        raise
-    finally:
-        c.stop()
-        if resolver is not None:
-            resolver.terminate()
-            resolver.wait(10)
-        lab.down()
 
 
 def test_images_are_built_from_the_plan_records(cluster, planned, builder):
@@ -466,7 +480,7 @@ def test_associations_come_from_the_stack_and_are_enforced(cluster, planned):
     without_bob = Planned(workers=2)
     users = [u for u in stack(2)["hpc:users"] if u["name"] != "bob"]
     without_bob.result = plan.run("dev", stack(2) | {"hpc:users": users})
-    step = next(s for s in steps(without_bob.result, ("hpc:people:People",)) if s.name == "head-slurm-accounting")
+    step = next(s for s in steps(without_bob.result, ("hpc:slurm:SlurmHead",)) if s.name == "head-slurm-accounting")
     out = run_step(cluster.lab, step).stdout
     assert "hpc: changed: removed bob from account ml" in out
     refused = ssh_login(cluster, "bob", "sbatch --wrap true")
@@ -605,6 +619,24 @@ def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(clu
     labmod.wait_until(lambda: {"w1", "w2"} <= cluster.idle(), "w1 and w2 back", 120)
     cluster.in_head(f"scancel {job}")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "all idle", 120)
+
+
+def test_a_head_restart_keeps_the_controllers_latest_state(cluster):
+    """docker restart (what a munge-key rotation or a directory change does) right after a change:
+    the entrypoint stops slurmctld first, which saves its state, so the restarted controller
+    knows the node was resumed (stopping every daemon at once lost that: a node came back drained)."""
+    head = cluster.daemons["head"].api
+    rc, out = cluster.in_head("scontrol update nodename=w2 state=drain reason=state-test && "
+                              "scontrol update nodename=w2 state=resume")  # fmt: skip
+    assert rc == 0, out
+    since = int(time.time())
+    head.restart("slurm-head", timeout=None)  # the container's own stop timeout
+    labmod.wait_until(lambda: cluster.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld back", 120)
+    labmod.wait_until(lambda: "w2" in cluster.responding(), "w2 back", 120)
+    assert "DRAIN" not in cluster.in_head("scontrol show node w2")[1]
+    logs = head.logs("slurm-head", since=since).decode()
+    order = [logs.index(f"hpc-entrypoint: stopped {d}") for d in ("slurmctld", "slurmdbd", "mariadbd", "munged")]
+    assert order == sorted(order), logs[-2000:]
 
 
 def test_rotating_the_munge_key_restarts_the_containers_and_the_cluster_works(cluster):

@@ -57,8 +57,8 @@ def test_first_run_builds_a_started_replica_3_volume(lab, planned):
     opts = lab.ssh("gl1", "gluster volume get gv0 all").stdout
     assert "cluster.server-quorum-type               server" in opts
     for h in ("gl1", "gl2", "gl3"):
-        shared = lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/slurm").stdout.strip()
-        assert shared == "755 64030:64030"
+        shared = lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/home").stdout.strip()
+        assert shared == "755 0:0"  # the shared layout: homes (root's, each home its user's)
         assert "backup-volfile-servers=10.77.0.12:10.77.0.13" in lab.ssh(h, "cat /etc/fstab").stdout
 
 

@@ -318,6 +318,7 @@ def test_the_pack_entry_point_assembles_the_same_policies():
         "rack-power-budget": "advisory",
         "stateful-protected": "mandatory",
         "nvidia-driver-branch": "advisory",
+        "slurm-gpu-share-capped": "advisory",  # mandatory in prod (its config)
         "ssh-host-keys-pinned": "mandatory",
         "no-secret-on-shared-volume": "mandatory",
         "nfs-clients-exclude-container-range": "mandatory",
@@ -409,3 +410,47 @@ def test_inference_pods_hardened_and_remote_code_listed():
         "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}  # fmt: skip
     assert not check(trust.inference_pods_hardened, DEP, tight)
     assert not check(trust.trust_remote_code_listed, DEP, tight)
+
+
+# ---- Slurm shares (policy/rules.py: slurm-gpu-share-capped) ------------------------------------------
+
+def prod_with_accounts(accounts: list[dict], qos: list[dict] | None = None) -> dict:
+    import yaml
+
+    raw = yaml.safe_load((plan.ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    slurm = dict(raw["hpc:slurm"])
+    slurm["scheduling"] = {"accounts": accounts, **({"qos": qos} if qos else {})}
+    return {
+        "hpc:slurm": slurm,
+        "hpc:groups": [{"name": "physics", "gid": 30001}, {"name": "chem", "gid": 30002}],
+        "hpc:users": [
+            {"name": "alice", "uid": 20001, "group": "physics"},
+            {"name": "bob", "uid": 20002, "group": "chem"},
+        ],
+    }
+
+
+def share_violations(overrides: dict) -> list[policies.Violation]:
+    result = plan.run("prod", overrides)
+    config = policies.policy_config(policies.stack_config(result))
+    return [v for v in policies.run(result, config) if v.policy == "slurm-gpu-share-capped"]
+
+
+def test_an_account_that_may_hold_every_gpu_in_prod_is_refused_unless_allowed():
+    found = share_violations(prod_with_accounts([{"name": "physics", "maxGpus": 16}, {"name": "chem"}]))
+    assert [(v.level, v.message.split(" (")[0]) for v in found] == [("mandatory", "The Slurm account chem")]
+    assert "may hold every GPU of the cluster's 64" in found[0].message
+    whole = share_violations(prod_with_accounts([{"name": "physics", "maxGpus": 64}, {"name": "chem", "maxGpus": 8}]))
+    assert [v.message for v in whole] and "may hold 64 GPUs of the cluster's 64" in whole[0].message
+    allowed = [{"name": "physics", "maxGpus": 16}, {"name": "chem", "holdsAllGpus": True}]
+    assert share_violations(prod_with_accounts(allowed)) == []
+
+
+def test_a_per_account_qos_cap_counts_for_every_account_that_uses_it():
+    qos = [
+        {"name": "normal", "priority": 100, "maxGpusPerAccount": 24, "preempts": ["scavenger"]},
+        {"name": "scavenger", "maxGpusPerAccount": 16, "usageFactor": 0},
+    ]
+    assert share_violations(prod_with_accounts([{"name": "physics"}, {"name": "chem"}], qos)) == []
+    qos[1]["maxGpusPerAccount"] = 40  # 24 + 40 >= 64: the pair lets one account hold them all
+    assert len(share_violations(prod_with_accounts([{"name": "physics"}, {"name": "chem"}], qos))) == 2

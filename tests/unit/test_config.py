@@ -257,6 +257,12 @@ CASES = [
         "native context of 8192 tokens",
     ),
     (
+        "a model cache too small for the models' weights",
+        changed("hpc:inference", set_(["modelCacheGib"], 100)),
+        "hpc:inference.modelCacheGib",
+        "need 109 GiB in the model cache",
+    ),
+    (
         "a tensor split that does not divide the heads",
         changed("hpc:inference", set_(["models", 1, "tensorParallelSize"], 3)),
         "hpc:inference.models[gemma-7b].tensorParallelSize",

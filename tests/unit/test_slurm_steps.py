@@ -73,7 +73,7 @@ def test_slurm_images_have_no_login_credentials_and_a_group_signalling_init():
         sshd = () if f.name == "Dockerfile.login" else ("openssh-server",)
         for forbidden in ("chpasswd", "NOPASSWD", "sudo", *sshd):
             assert forbidden not in instructions, (f.name, forbidden)
-        assert 'ENTRYPOINT ["/usr/bin/tini", "-g", "--"' in text and "HEALTHCHECK" in text
+        assert 'ENTRYPOINT ["/usr/bin/tini", "--"' in text and "HEALTHCHECK" in text
 
 
 def test_login_sshd_takes_keys_only_and_no_root():
