@@ -17,9 +17,9 @@ help: ## List the targets
 venv: $(VENV)/.installed ## Create .venv with the pinned requirements (about a minute the first time)
 
 $(VENV)/.installed: requirements.txt
-	@echo "Creating $(VENV) from requirements.txt (pip, about a minute) ..."
+	@echo "Creating $(VENV) from requirements.txt (pip prints a line per package; about a minute) ..."
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt
 	touch $@
 
 plan: venv ## Offline plan of STACK (default dev): per machine, STATEFUL, files in build/STACK

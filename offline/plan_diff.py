@@ -19,6 +19,8 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from offline.diff_model import COMMENT_MARKER, Snapshot, StackDiff, compare
@@ -65,7 +67,13 @@ def _commit(ref: str) -> str:
     return proc.stdout.strip()
 
 
-def stack_diff(base_ref: str, stack: str) -> StackDiff:
+def _progress(line: str) -> None:
+    print(f"plan-diff: {line}", file=sys.stderr, flush=True)
+
+
+def stack_diff(base_ref: str, stack: str, progress: Callable[[str], None] = _progress) -> StackDiff:
+    """Both plans and their comparison; each stage is announced on ``progress`` (stderr), with
+    its time when it ends, so a run of several seconds is never silent."""
     commit = _commit(base_ref)
     if not (ROOT / f"Pulumi.{stack}.yaml").exists():
         raise DiffError(f"--stack {stack!r}: no Pulumi.{stack}.yaml here; stacks: {', '.join(stacks_in(ROOT))}")
@@ -74,10 +82,16 @@ def stack_diff(base_ref: str, stack: str) -> StackDiff:
         subprocess.run(["git", "worktree", "add", "--detach", str(t / "base"), commit], cwd=ROOT, check=True,
                        capture_output=True)  # fmt: skip
         try:
+            started = time.monotonic()
+            progress(f"planning {stack} at {base_ref} ({commit[:12]}) ...")
             plan_into(t / "base-plan", t / "base", stack)
+            progress(f"planned {base_ref} in {time.monotonic() - started:.1f} s")
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(t / "base")], cwd=ROOT, capture_output=True)
+        started = time.monotonic()
+        progress(f"planning {stack} in the working tree ...")
         plan_into(t / "head-plan", ROOT, stack)
+        progress(f"planned the working tree in {time.monotonic() - started:.1f} s; comparing ...")
         return compare(Snapshot.load(t / "base-plan"), Snapshot.load(t / "head-plan"), stack, base_ref)
 
 

@@ -162,18 +162,6 @@ class RecordingMonitor(sdk_mocks.MockMonitor):
 
 
 # ---- config -------------------------------------------------------------------------------------
-def _config_text(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return str(v)
-    if v is not None and not isinstance(v, (dict, list)):
-        return str(v)  # a YAML date or timestamp: the CLI passes its text
-    return json.dumps(v, default=str)
-
-
 def load_stack_config(
     stack: str, project: str, overrides: dict[str, Any] | None = None, program_dir: Path = ROOT
 ) -> tuple[dict[str, str], list[str]]:
@@ -207,7 +195,7 @@ def config_entries(
             secret_keys.append(full)
             config[full] = stand_in_secret(full)
         else:
-            config[full] = _config_text(value)
+            config[full] = stack_file.config_text(value)
     return config, sorted(secret_keys)
 
 

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from components.inference import capacity
-from stacks import config_checks, config_errors, config_scheduling, paths
+from stacks import config_checks, config_errors, config_scheduling, config_site, paths
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
@@ -82,7 +82,7 @@ class ClusterConfig(_Model):
         found: list[tuple[str, str]] = []
         checks = (
             self._people, self._hosts, self._roles, self._storage, self._paths_apart, self._partitions_hosts,
-            self._models, self._scheduling,
+            self._models, self._scheduling, self._site,
         )  # fmt: skip
         for check in checks:
             try:
@@ -93,6 +93,9 @@ class ClusterConfig(_Model):
         if found:
             raise encode(found)
         return self
+
+    def _site(self) -> Iterator[Problem]:
+        yield from config_site.problems(self.hosts, self.network, self.inference, self.slurm.registry)
 
     def _people(self) -> Iterator[Problem]:
         yield from People.model_construct(users=self.users, groups=self.groups).problems()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import pulumi
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from components.credentials import PLACEHOLDER_SECRETS
@@ -59,6 +59,21 @@ class Environment(StrEnum):
     PROD = "prod"
 
 
+# The widest integer every consumer holds: bash arithmetic, Slurm's and Gluster's options (int64).
+MAX_INT = 2**63 - 1
+
+
+def _int64(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and not -MAX_INT - 1 <= v <= MAX_INT:
+        raise ValueError(f"{v} is beyond a 64-bit integer (bash arithmetic and Slurm wrap or refuse it)")
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            _int64(x)
+    return v
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         frozen=True,
@@ -67,6 +82,11 @@ class _Model(BaseModel):
         populate_by_name=True,
         use_enum_values=False,
     )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _fits_int64(cls, v: Any) -> Any:
+        return _int64(v)
 
 
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from stacks.config_base import NAMESPACE
+from stacks.config_words import pattern_words
 
 # Namespaces a stack file may legitimately hold besides ours: the engine's and the providers'.
 OTHER_NAMESPACES = frozenset({"pulumi", "command", "docker", "kubernetes", "random", "tls"})
@@ -115,7 +116,10 @@ def problems(e: ValidationError, raw: Mapping[str, Any], root: type[BaseModel]) 
     """Every problem of a failed validation, in document order, each as (key, message)."""
     items: list[tuple[str, list[str | int], str]] = []
     for err in e.errors(include_url=False):
-        for tokens, message in _split(tuple(err["loc"]), str(err["msg"])):
+        msg = str(err["msg"])
+        if err["type"] == "string_pattern_mismatch":
+            msg = pattern_words(str((err.get("ctx") or {}).get("pattern", "")))
+        for tokens, message in _split(tuple(err["loc"]), msg):
             items.append((str(err["type"]), tokens, message))
     missing = {(tuple(t[:-1]), t[-1]) for kind, t, _ in items if kind == "missing" and t}
     answered: set[tuple[tuple[str | int, ...], str | int]] = set()

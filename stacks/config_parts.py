@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from ipaddress import IPv4Address, IPv4Network
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from components import hardware, hostkeys
 from components.hardware import HardwareOverride, HardwareProfile
@@ -128,6 +128,18 @@ class NetworkConfig(_Model):
 Squash = Literal["root_squash", "all_squash", "no_root_squash"]
 
 
+def _gluster_text(v: Any) -> Any:
+    """A YAML number or bool as 'gluster volume set' takes it (10, on/off): the CLI passes it typed."""
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return v
+
+
+GlusterOption = Annotated[str, BeforeValidator(_gluster_text)]
+
+
 class StorageConfig(_Model):
     """The Gluster volume and its NFS-Ganesha export."""
 
@@ -161,7 +173,9 @@ class StorageConfig(_Model):
     owner_uid: int = Field(default=1000, ge=1, le=2**31, description="Owner uid of the volume root.")
     owner_gid: int = Field(default=1000, ge=1, le=2**31, description="Owner gid of the volume root.")
     allow_destroy: bool = Field(default=False, description="Let a stack deletion remove the volume and brick data.")
-    options: dict[str, str] = Field(default_factory=dict, description="Extra 'gluster volume set' options.")
+    options: dict[str, GlusterOption] = Field(
+        default_factory=dict, description="Extra 'gluster volume set' options (numbers and on/off as written)."
+    )
 
     @model_validator(mode="after")
     def _arbiter(self) -> StorageConfig:
@@ -182,6 +196,13 @@ class Partition(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$", description="Partition name.")
     hosts: list[Name] | None = Field(default=None, description="Workers in it; default: every worker of its kind.")
     kind: Literal["gpu", "cpu"] = Field(default="gpu", description="Which workers it takes by default.")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, v: str) -> str:
+        if v == "default":  # slurm.conf(5): PartitionName=DEFAULT sets every partition's defaults
+            raise ValueError("'default' is Slurm's reserved partition name (PartitionName=DEFAULT); pick another")
+        return v
     default: bool = Field(default=False, description="The default partition (exactly one).")
     max_time: str = Field(
         default="INFINITE",

@@ -7,12 +7,14 @@ user. Ids of service accounts and system ranges are refused.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
-from components import accounts
+from components import accounts, hostkeys
 from components.people import sssd
 from stacks.config_base import _Model
 from stacks.config_errors import encode
@@ -23,17 +25,16 @@ RESERVED_IDS = frozenset({accounts.MUNGE_UID, accounts.SLURM_UID, accounts.NOBOD
 RESERVED_NAMES = frozenset(
     {"root", "nobody", "munge", "slurm", "mysql", "daemon", "bin", "sys", "admin", "ubuntu", "pi", "fastchat"}
 )
-KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa",
-             "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")  # fmt: skip
 
 
 def _public_key(value: str) -> str:
-    parts = value.strip().split()
-    if len(parts) < 2 or parts[0] not in KEY_TYPES:
-        raise ValueError(f"not an SSH public key ('<type> <base64> [comment]'); type one of {', '.join(KEY_TYPES)}")
     if "PRIVATE KEY" in value:
         raise ValueError("this is a private key: give the public one (.pub)")
-    return " ".join(parts)
+    try:
+        hostkeys.parse(value, hostkeys.USER_KEY_TYPES)
+    except ValueError as e:
+        raise ValueError(f"not an SSH public key ('<type> <base64> [comment]'): {e}") from None
+    return " ".join(value.split())  # the comment kept: it names the key in authorized_keys
 
 
 PublicKey = Annotated[str, AfterValidator(_public_key)]
@@ -112,11 +113,38 @@ LDAP_URI_PATTERN = r"^ldaps?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?/?$"
 DN_PATTERN = r"^[A-Za-z][A-Za-z0-9-]*=[^,=]+(,\s*[A-Za-z][A-Za-z0-9-]*=[^,=]+)*$"
 
 
+PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
 def _pem_certificate(value: str) -> str:
+    """One or more X.509 certificates in PEM, each parsed (cryptography), none expired; any other
+    block (a private key pasted with the CA) refused by its label, its content never echoed."""
+    from cryptography import x509
+
     text = value.strip()
-    if not (text.startswith("-----BEGIN CERTIFICATE-----") and text.endswith("-----END CERTIFICATE-----")):
+    blocks = list(PEM_BLOCK.finditer(text))
+    if not blocks or PEM_BLOCK.sub("", text).strip():
         raise ValueError("not a PEM certificate (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)")
-    return text + "\n"
+    for i, block in enumerate(blocks, 1):
+        if block.group(1) != "CERTIFICATE":
+            raise ValueError(
+                f"block {i} is a {block.group(1)}, not a CERTIFICATE: the CA file goes to every host, remove it"
+            )
+        try:
+            cert = x509.load_pem_x509_certificate(block.group(0).encode())
+        except ValueError:
+            raise ValueError(f"certificate {i} is damaged (not X.509 DER inside the PEM markers)") from None
+        if cert.not_valid_after_utc < dt.datetime.now(dt.UTC):
+            expired = f"{cert.not_valid_after_utc:%Y-%m-%d}"
+            raise ValueError(f"certificate {i} expired on {expired}: TLS to the directory would fail")
+    return "\n".join(b.group(0) for b in blocks) + "\n"
+
+
+def _ldap_uri(value: str) -> str:
+    port = re.search(r":(\d+)/?$", value.split("://", 1)[1])
+    if port and not 1 <= int(port.group(1)) <= 65535:
+        raise ValueError(f"port {port.group(1)} is not a TCP port (1-65535; ldaps is 636, ldap 389)")
+    return value
 
 
 class LdapConfig(_Model):
@@ -127,7 +155,7 @@ class LdapConfig(_Model):
     win over a directory entry of the same name. Logins stay key-only: SSH keys from
     ``sshPublicKeyAttribute`` (openssh-lpk), no LDAP password is ever checked."""
 
-    uri: list[Annotated[str, Field(pattern=LDAP_URI_PATTERN)]] = Field(
+    uri: list[Annotated[str, Field(pattern=LDAP_URI_PATTERN), AfterValidator(_ldap_uri)]] = Field(
         min_length=1, description="Servers, tried in order: ldaps://host[:port] or ldap://host[:port] (StartTLS)."
     )
     base_dn: str = Field(pattern=DN_PATTERN, description="Search base, e.g. dc=example,dc=org.")

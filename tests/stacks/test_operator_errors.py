@@ -48,11 +48,15 @@ def test_yaml_syntax_errors_give_file_line_and_column(tmp_path):
 @pytest.mark.parametrize(
     ("text", "where", "key"),
     [
-        ("config:\n  hpc:environment: dev\n  hpc:environment: prod\n", "Pulumi.x.yaml:3:3", "'hpc:environment'"),
+        (
+            "config:\n  hpc:environment: dev\n  hpc:environment: prod\n",
+            "Pulumi.x.yaml:3:3",
+            '"hpc:environment" already defined at line 2',
+        ),
         (  # deep inside a host of the list, as the Pulumi CLI refuses it too
             "config:\n  hpc:hosts:\n    - name: a\n      roles: [storage]\n      name: b\n",
             "Pulumi.x.yaml:5:7",
-            "'name' (first on line 3)",
+            '"name" already defined at line 3',
         ),
     ],
 )
@@ -61,7 +65,7 @@ def test_duplicate_keys_are_refused_at_any_depth(tmp_path, text, where, key):
     with pytest.raises(StackFileError) as err:
         stack_file.read(tmp_path, "x")
     assert err.value.where == where
-    assert f"duplicate key {key}" in err.value.message
+    assert f"mapping key {key}" in err.value.message  # the CLI's (yaml.v3's) words
 
 
 def test_a_stack_file_that_is_not_a_mapping(tmp_path):
@@ -164,3 +168,26 @@ def test_plan_diff_of_a_stack_that_does_not_exist():
     proc = cli("offline.plan_diff", "--base", "HEAD", "--stack", "staging")
     assert proc.returncode == 2
     assert no_traceback(proc) == ["error: --stack 'staging': no Pulumi.staging.yaml here; stacks: dev, prod"]
+
+
+# ---- secure: values ---------------------------------------------------------------------------
+SALT = "encryptionsalt: v1:cokIKhPZ8/U=:v1:PlRDhC+2MhtR0DKF:LN1fRDgR0LYkM0PoOmfMbKrTCHLIcA==\n"
+# What `pulumi config set --secret hpc:pw` (CLI 3.276.0, passphrase "x") wrote for the text "s3cret".
+REAL_CIPHERTEXT = "v1:67EAjtCWQeFuJFyJ:bYSyydbONQ6IdP+watol8T+q4zHq+Q=="
+
+
+def test_ciphertext_the_cli_wrote_is_accepted():
+    doc = stack_file.parse_text(f"{SALT}config:\n  hpc:pw:\n    secure: {REAL_CIPHERTEXT}\n", "Pulumi.x.yaml")
+    assert doc["config"]["hpc:pw"] == {"secure": REAL_CIPHERTEXT}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["my-password", "v1:AAAA:BBBB", "v1:67EAjtCWQeFuJFyJ:short", "12345", "{a: 1}"],
+)
+def test_a_hand_typed_secure_value_is_refused_before_any_host_sees_it(value):
+    """The CLI cannot decrypt these ("bad value: nonce size is incorrect" at the first preview)."""
+    with pytest.raises(StackFileError) as err:
+        stack_file.parse_text(f"{SALT}config:\n  hpc:pw:\n    secure: {value}\n", "Pulumi.x.yaml")
+    assert "pulumi config set --secret hpc:pw" in str(err.value)
+    assert value not in str(err.value)  # the typed text may be the password itself

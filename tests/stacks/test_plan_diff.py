@@ -33,6 +33,8 @@ def revise(repo, edit, message):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
+    stages = [line for line in proc.stderr.splitlines() if line.startswith("plan-diff: ")]
+    assert stages[0].startswith("plan-diff: planning dev at HEAD~1 (") and "comparing" in stages[-1], proc.stderr
     return proc.stdout
 
 

@@ -140,7 +140,7 @@ CASES = [
         "bad k3s version",
         changed("hpc:k3s", set_(["version"], "latest")),
         "hpc:k3s.version",
-        "String should match",
+        "a k3s release is v1.MINOR.PATCH+k3sN",
     ),
     (
         "two default partitions",
@@ -150,6 +150,36 @@ CASES = [
         ),
         "hpc:slurm.partitions",
         "exactly one partition",
+    ),
+    (
+        "a partition named default",  # slurm.conf(5): PartitionName=DEFAULT sets every partition's defaults
+        changed("hpc:slurm", set_(["partitions"], [{"name": "default", "default": True}])),
+        "hpc:slurm.partitions[default].name",
+        "Slurm's reserved partition name",
+    ),
+    (
+        "login and cpu-worker on one host",  # two Slurm containers on one macvlan network and address
+        hosts(set_([1, "roles"], ["storage", "k3s-agent", "cpu-worker", "login"])),
+        "hpc:hosts[rpi2].roles",
+        "login needs a host of its own",
+    ),
+    (
+        "public host inside the container range",  # a macvlan container's address: Traefik is not there
+        changed("hpc:inference", set_(["publicHost"], "192.168.0.202")),
+        "hpc:inference.publicHost",
+        "inside the container range 192.168.0.200/29",
+    ),
+    (
+        "registry on loopback",  # every worker would pull from its own 127.0.0.1
+        changed("hpc:slurm", set_(["registry"], "localhost:5000/hpc")),
+        "hpc:slurm.registry",
+        "every worker would pull from itself",
+    ),
+    (
+        "an integer beyond 64 bits",  # bash: $(( 2**64 )) is 0
+        changed("hpc:inference", set_(["modelCacheGib"], 2**64)),
+        "hpc:inference.modelCacheGib",
+        "beyond a 64-bit integer",
     ),
     ("missing slurm section", {"hpc:slurm": None}, "hpc:slurm", "required config key is missing"),
     ("unknown top-level key", {"hpc:storge": {"replica": 3}}, "hpc:storge", "unknown config key"),
@@ -358,6 +388,38 @@ def test_readme_config_reference_covers_every_key():
 
     for key in config_keys():
         assert f"`{key}" in readme, key
+
+
+def test_readme_config_reference_names_every_nested_key():
+    """Every key any model reads, at any depth (overrides' sub-keys, partitions' kind, ...), is in
+    the README's reference as `key`, `parent.key` or `parent[].key`."""
+    import re
+    import typing
+
+    from pydantic import BaseModel
+
+    from stacks.config import ClusterConfig
+
+    readme = (plan.ROOT / "README.md").read_text()
+    section = readme[readme.index("## Configuration reference") : readme.index("### Hardware profiles")]
+    keys: dict[str, str] = {}
+
+    def walk(t, path: str, depth: int = 0) -> None:
+        if depth > 14:
+            return
+        if typing.get_origin(t) is not None:
+            for a in typing.get_args(t):
+                walk(a, path, depth + 1)
+        elif isinstance(t, type) and issubclass(t, BaseModel):
+            for name, f in t.model_fields.items():
+                key = f.alias or name
+                keys.setdefault(key, f"{path}.{key}".lstrip("."))
+                walk(f.annotation, f"{path}.{key}", depth + 1)
+
+    walk(ClusterConfig, "")
+    assert len(keys) > 80  # the walk reaches the nested models
+    missing = {k: p for k, p in keys.items() if not re.search(r"[`./{]" + re.escape(k) + r"(\[\])?[`\s.:]", section)}
+    assert not missing, f"keys the README's configuration reference does not name: {missing}"
 
 
 def test_trailing_and_doubled_slashes_are_normalised():

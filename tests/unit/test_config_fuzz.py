@@ -41,8 +41,12 @@ ODD_VALUES = st.one_of(
     st.dictionaries(st.text(max_size=8), st.integers(), max_size=2),
 )  # fmt: skip
 INSERTS = ["", " ", "  ", "\n", ":", "- ", "{", "]", "'", '"', "#", "hcp:", "\t", "&a", "*a", "!!binary",
-           "2024-01-01", "~", "- name: x\n"]  # fmt: skip
-COUNT = {"structure": 0, "text": 0}
+           "2024-01-01", "~", "- name: x\n", ".inf", "<<: *a\n", "1:00:00", "0x", "!!int "]  # fmt: skip
+# Byte-level edits: other encodings, invalid UTF-8, byte-order marks, NUL and control bytes.
+BYTE_INSERTS = [b"\xe9", b"\xc3", b"\x80", b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf", b"\x00", b"\x1b", b"\r",
+                b"\xf0\x9f\x98", b"\xed\xa0\x80", "caf\u00e9".encode("latin-1"), "\u00e9".encode("utf-16")]  # fmt: skip
+BYTES = {name: text.encode() for name, text in TEXTS.items()}
+COUNT = {"structure": 0, "text": 0, "bytes": 0}
 
 
 def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -68,6 +72,7 @@ def check(err: ConfigError) -> None:
         ns, _, name = key.partition(":")
         assert ns and name, f"a problem that names no key: {key!r}: {message}"
         assert message and "\n" not in message and "Traceback" not in message
+        assert "should match pattern" not in message, f"{key}: a raw regex: {message}"  # words instead
 
 
 @settings(max_examples=1500, deadline=None, derandomize=True, database=None,
@@ -129,7 +134,27 @@ def test_no_edit_of_the_stack_file_text_gives_a_traceback(stack, data):
         check(e)
 
 
+@settings(max_examples=500, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@given(stack=st.sampled_from(["dev", "prod"]), data=st.data())
+def test_no_edit_of_the_stack_file_bytes_gives_a_traceback(stack, data):
+    raw = BYTES[stack]
+    if data.draw(st.booleans(), label="whole file re-encoded"):
+        raw = raw.decode().encode(data.draw(st.sampled_from(["utf-16", "utf-16-le", "latin-1", "utf-32"])))
+    for _ in range(data.draw(st.integers(1, 3), label="edits")):
+        at = data.draw(st.integers(0, len(raw)), label="at")
+        insert = data.draw(st.one_of(st.sampled_from(BYTE_INSERTS), st.binary(max_size=4)), label="insert")
+        raw = raw[:at] + insert + raw[at + data.draw(st.integers(0, 4), label="cut") :]
+    COUNT["bytes"] += 1
+    try:
+        doc = stack_file.parse_bytes(raw, f"Pulumi.{stack}.yaml")
+        record.config_entries(doc, "hpc-cluster")
+    except StackFileError as e:
+        assert e.where.startswith(f"Pulumi.{stack}.yaml") and "\n" not in str(e) and str(e).isprintable()
+
+
 def test_the_property_tests_ran_their_inputs():
     """Runs after the two above (file order): the counts go in the closing note."""
-    print(f"\nproperty tests: {COUNT['structure']} structural mutations, {COUNT['text']} text edits")
-    assert COUNT["structure"] >= 1500 and COUNT["text"] >= 500
+    print(f"\nproperty tests: {COUNT['structure']} structural mutations, {COUNT['text']} text edits, "
+          f"{COUNT['bytes']} byte edits")  # fmt: skip
+    assert COUNT["structure"] >= 1500 and COUNT["text"] >= 500 and COUNT["bytes"] >= 500

@@ -1,5 +1,7 @@
 """An external LDAP directory (hpc:identity.ldap): config rules, sssd.conf, the per-host step."""
 
+import datetime as dt
+
 import pytest
 
 from components.people import sssd
@@ -7,7 +9,33 @@ from offline import plan
 from offline.mocks import plain
 from stacks.config import ConfigError
 
-CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----"
+
+def make_ca(days: int = 365) -> tuple[str, str]:
+    """A real self-signed CA (PEM) and its private key (PEM), valid ``days`` from now (negative: expired)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lab directory CA")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=400)).not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    pem = cert.public_bytes(serialization.Encoding.PEM).decode().strip()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode().strip()  # fmt: skip
+    return pem, private
+
+
+CA, CA_KEY = make_ca()
+EXPIRED, _ = make_ca(days=-1)
 LDAP = {
     "uri": ["ldap://ldap1.example.org", "ldaps://ldap2.example.org:636"],
     "baseDn": "dc=example,dc=org",
@@ -34,17 +62,28 @@ def problems(overrides):
 @pytest.mark.parametrize(
     ("ldap", "key", "fragment"),
     [
-        ({**LDAP, "uri": ["http://ldap.example.org"]}, "hpc:identity.ldap.uri[0]", "should match pattern"),
+        ({**LDAP, "uri": ["http://ldap.example.org"]}, "hpc:identity.ldap.uri[0]", "an LDAP URI is ldap://host"),
+        ({**LDAP, "uri": ["ldaps://ldap.example.org:99999"]}, "hpc:identity.ldap.uri[0]", "not a TCP port"),
         ({**LDAP, "uri": []}, "hpc:identity.ldap.uri", "at least 1"),
         ({k: v for k, v in LDAP.items() if k != "tlsCa"}, "hpc:identity.ldap.tlsCa", "missing"),
         ({**LDAP, "tlsCa": "not a cert"}, "hpc:identity.ldap.tlsCa", "not a PEM certificate"),
-        ({**LDAP, "baseDn": "example.org"}, "hpc:identity.ldap.baseDn", "should match pattern"),
+        ({**LDAP, "baseDn": "example.org"}, "hpc:identity.ldap.baseDn", "a distinguished name is"),
+        ({**LDAP, "tlsCa": CA + "\n" + CA_KEY}, "hpc:identity.ldap.tlsCa", "block 2 is a PRIVATE KEY"),
+        ({**LDAP, "tlsCa": EXPIRED}, "hpc:identity.ldap.tlsCa", "expired on"),
+        ({**LDAP, "tlsCa": CA.replace(CA.splitlines()[3], CA.splitlines()[3][::-1])}, "hpc:identity.ldap.tlsCa",
+         "damaged"),
         ({**LDAP, "bindUser": "x"}, "hpc:identity.ldap.bindUser", "unknown config key"),
     ],
 )
 def test_bad_directory_settings_name_the_key(ldap, key, fragment):
     found = problems(with_ldap(ldap))
     assert key in found and fragment in found[key], found
+
+
+def test_a_private_key_in_the_ca_bundle_is_never_echoed():
+    found = problems(with_ldap({**LDAP, "tlsCa": CA + "\n" + CA_KEY}))
+    body = CA_KEY.splitlines()[1]
+    assert body[:20] not in " ".join(found.values())
 
 
 def test_a_bind_dn_needs_its_password_and_a_password_needs_a_bind_dn():
