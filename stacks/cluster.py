@@ -270,6 +270,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 container_address=str(h.container_address),
                 head_name=head.name,
                 head_address=str(head.container_address),
+                head_container=cluster.slurm_head.container,
                 munge_key=cluster.slurm_head.munge_key,
                 image=cluster.slurm_head.images.get("worker"),
                 max_unavailable=cfg.slurm.max_unavailable,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -23,6 +25,42 @@ def context_hash(context: Path = SLURM_CONTEXT) -> str:
     """Tag for an image: a hash of its build context, so an unchanged context is never rebuilt."""
     h = hashlib.sha256()
     for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        h.update(path.relative_to(context).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def dockerfile_inputs(dockerfile: Path, context: Path) -> list[Path]:
+    """The Dockerfile and every file its COPY/ADD instructions take from ``context`` (directories
+    recursively, globs expanded), sorted: exactly what the image's bytes depend on besides the
+    pinned base. A ``COPY --from=`` stage copy takes nothing from the context."""
+    files = {dockerfile}
+    logical = re.sub(r"\\\n", " ", dockerfile.read_text())
+    for line in logical.splitlines():
+        words = line.split()
+        if not words or words[0].upper() not in ("COPY", "ADD"):
+            continue
+        args = [w for w in words[1:] if not w.startswith("--")]
+        if any(w.startswith("--from=") for w in words[1:]):
+            continue
+        rest = " ".join(args)
+        sources = json.loads(rest)[:-1] if rest.startswith("[") else args[:-1]
+        for src in sources:
+            matches = sorted(context.glob(src)) if any(c in src for c in "*?[") else [context / src]
+            for m in matches:
+                if not m.exists():
+                    raise FileNotFoundError(f"{dockerfile.name}: COPY source {src!r} is not in {context}")
+                files.update(m.rglob("*") if m.is_dir() else [m])
+    return sorted(f for f in files if f.is_file())
+
+
+@cache
+def image_hash(role: str, context: Path | None = None) -> str:
+    """Tag of the Slurm image for ``role``: a hash of its Dockerfile and exactly the files it
+    copies, so an edit to one role's Dockerfile (or a file only it copies) replaces only that
+    role's containers, and a shared file (the entrypoint) all of them."""
+    context = context or SLURM_CONTEXT
+    h = hashlib.sha256()
+    for path in dockerfile_inputs(context / f"Dockerfile.{role}", context):
         h.update(path.relative_to(context).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -55,7 +93,7 @@ def slurm_image(name: str, role: str, args: HostDockerArgs, parent: pulumi.Resou
     repo = f"{args.registry}/slurm-{role}" if args.registry else f"hpc-cluster/slurm-{role}"
     return docker.Image(
         name,
-        image_name=f"{repo}:{context_hash()}",
+        image_name=f"{repo}:{image_hash(role)}",
         build=docker.DockerBuildArgs(
             context=str(SLURM_CONTEXT.relative_to(IMAGES_DIR.parent)),
             dockerfile=str((SLURM_CONTEXT / f"Dockerfile.{role}").relative_to(IMAGES_DIR.parent)),

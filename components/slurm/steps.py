@@ -34,6 +34,9 @@ CONTAINER_STOP_TIMEOUT_S = 60
 DRAIN_TIMEOUT_S = 3600
 DRAIN_POLL_S = 2
 CONTROLLER_RECONFIGURE_TIMEOUT_S = 120
+# How long a drain or resume waits for slurmctld to answer (a head container being restarted or
+# replaced takes well under a minute in the Slurm suite) before it fails naming the controller.
+CONTROLLER_WAIT_S = 300
 PAGE_SIZE = 4096
 MIB = 1024 * 1024
 
@@ -168,6 +171,7 @@ def drain(head: str, node: str, max_unavailable: int = 1, timeout_s: int = DRAIN
         max_unavailable=max_unavailable,
         timeout=timeout_s,
         poll=DRAIN_POLL_S,
+        controller_timeout=CONTROLLER_WAIT_S,
     )
     create = script(head, f"{node}-drain", body, extra_headers={"runs-for": node})
     delete = no_undo(head, f"{node}-drain")
@@ -176,7 +180,13 @@ def drain(head: str, node: str, max_unavailable: int = 1, timeout_s: int = DRAIN
 
 def resume(head: str, node: str) -> RemoteScript:
     """On the head: resume ``node`` if this project drained it."""
-    body = fill(SCRIPTS / "resume.sh", container=HEAD_CONTAINER, node=node, ours="Reason=" + DRAIN_REASON)
+    body = fill(
+        SCRIPTS / "resume.sh",
+        container=HEAD_CONTAINER,
+        node=node,
+        ours="Reason=" + DRAIN_REASON,
+        controller_timeout=CONTROLLER_WAIT_S,
+    )
     create = script(head, f"{node}-resume", body, extra_headers={"runs-for": node})
     delete = no_undo(head, f"{node}-resume")
     return RemoteScript(f"{node}-resume", head, create, delete)

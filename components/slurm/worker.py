@@ -42,6 +42,9 @@ class GpuWorkerArgs(DirectoryArgs):
     container_address: str = Field(description="The worker container's macvlan address.")
     head_name: str = Field(description="The Slurm head's host name.")
     head_address: str = Field(description="The head container's address (configless server).")
+    head_container: pulumi.Resource | None = Field(
+        default=None, description="The head's container: the drain and resume run in it, so after it."
+    )
     munge_key: pulumi.Output[str] = Field(description="The cluster's munge key, base64 (secret).")
     image: pulumi.Output[str] | None = Field(
         default=None, description="The workers' image by digest in the registry; None: build on this host."
@@ -126,12 +129,13 @@ class GpuWorker(pulumi.ComponentResource):
         # Any change of the container's spec replaces it; the drain and resume steps carry a
         # fingerprint of the whole spec, so they are replaced (re-run) together with it.
         replacement_key = fingerprint(spec)
+        after_head = [args.head_container] if args.head_container is not None else []
         drain = remote.run_with_triggers(
             f"{name}-drain",
             args.head_ssh,
             steps.drain(args.head_name, host, args.max_unavailable, args.drain_timeout_s),
             [replacement_key],
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after_head),
         )
         self.container = docker.Container(
             f"{name}-container",
@@ -147,7 +151,7 @@ class GpuWorker(pulumi.ComponentResource):
             args.head_ssh,
             steps.resume(args.head_name, host),
             [replacement_key],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.container, *after_head]),
         )
         self.register_outputs({"container": self.container.id})
 

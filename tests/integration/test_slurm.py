@@ -42,7 +42,7 @@ import yaml
 
 from components.slurm import render as slurm_render
 from components.slurm import steps as slurm_steps
-from components.slurm.images import context_hash
+from components.slurm.images import image_hash
 from offline import plan
 from offline.mocks import plain
 from tests.integration import docker_lab, hostkeys, slurm_docs
@@ -351,7 +351,7 @@ def cluster(planned, builder):
 def test_images_are_built_from_the_plan_records(cluster, planned, builder):
     for host in ("head", "w1", "w2"):
         tag = plain(planned.images[host].inputs)["imageName"]
-        assert tag.endswith(":" + context_hash())
+        assert tag.endswith(":" + image_hash("head" if host == "head" else "worker"))
         size = cluster.daemons[host].image_size(tag)
         print(f"{tag}: {size / 2**20:.0f} MiB; built in {builder.timings.get(tag, 0):.0f} s (0: from the cache)")
     rc, out = cluster.in_head("slurmctld -V; sinfo -V")
@@ -619,6 +619,34 @@ def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(clu
     labmod.wait_until(lambda: {"w1", "w2"} <= cluster.idle(), "w1 and w2 back", 120)
     cluster.in_head(f"scancel {job}")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "all idle", 120)
+
+
+def test_a_head_replacement_keeps_running_jobs_and_a_racing_drain_waits_for_the_controller(cluster, planned):
+    """The head container replaced (what a head image change does) while a job runs on w2: the job
+    keeps running and completes (its state is on the head's disk, the job on the worker). A drain of
+    w2 started while the controller is gone waits for it (never "not in Slurm yet: nothing to
+    drain", which deleted busy workers), then drains w2 once the job is done; the resume works."""
+    rc, job = cluster.in_head("sbatch --parsable -w w2 --wrap 'sleep 40'")
+    assert rc == 0, job
+    job = job.strip()
+    labmod.wait_until(lambda: cluster.in_head(f"squeue -h -j {job} -o %T")[1].strip() == "RUNNING", "the job", 60)
+    head = cluster.daemons["head"].api
+    head.stop("slurm-head", timeout=None)  # the old container is gone first (delete before create)
+    result: dict[str, Any] = {}
+    racing = threading.Thread(target=lambda: result.update(drain=run_step(cluster.lab, planned.steps["w2-drain"],
+                                                                          check=False)))  # fmt: skip
+    racing.start()
+    time.sleep(8)
+    assert racing.is_alive(), result["drain"].stdout + result["drain"].stderr  # waiting, not deciding blind
+    cluster.deploy(planned, "head", replace=True)  # the new container, on the same state directory
+    racing.join(300)
+    drained = result["drain"]
+    assert drained.returncode == 0, drained.stderr
+    assert "not in Slurm yet" not in drained.stdout and "hpc: changed: drained w2" in drained.stdout
+    row = cluster.in_head(f"sacct -n -X -P -j {job} -o State,ExitCode")[1].strip()
+    assert row == "COMPLETED|0:0", row  # the drain waited for it: the job ran to its end
+    assert "hpc: changed: resumed w2" in run_step(cluster.lab, planned.steps["w2-resume"]).stdout
+    labmod.wait_until(lambda: "w2" in cluster.idle(), "w2 idle again", 120)
 
 
 def test_a_head_restart_keeps_the_controllers_latest_state(cluster):

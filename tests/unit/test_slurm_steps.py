@@ -1,8 +1,21 @@
 """Slurm host steps and images: values derived from the profiles, secrets only on stdin."""
 
+import shutil
+
+import pytest
+
 from components import hardware
 from components.slurm import render, steps
-from components.slurm.images import SLURM_CONTEXT, context_hash
+from components.slurm.images import SLURM_CONTEXT, image_hash
+from offline.mocks import plain
+from tests.stacks.test_operator_errors import DEV
+
+# A login node added to dev (the committed dev stack has none): its own host and container address.
+LOGIN_HOST = {
+    "name": "login1", "address": "192.168.0.111", "sshUser": "pi", "profile": "rpi4-8g", "roles": ["login"],
+    "containerAddress": "192.168.0.205",
+    "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPp8MqQyhGhm/E82pkr0j3l3RJh2JvqfUqdU8cX3GOFs",
+}  # fmt: skip
 
 
 def test_kernel_tuning_from_ml_prod_v4_memory():
@@ -59,8 +72,64 @@ def test_state_delete_keeps_data_unless_allowed():
     assert "rm -rf --one-file-system /s /db" in (steps.state_dirs("h", "/s", "/db", True).delete or "")
 
 
-def test_image_tag_is_the_build_context_hash():
-    assert len(context_hash()) == 16 and context_hash() == context_hash(SLURM_CONTEXT)
+def edited_context(tmp_path, name: str, line: str):
+    context = tmp_path / "slurm"
+    tmp_path.mkdir(exist_ok=True)
+    shutil.copytree(SLURM_CONTEXT, context)
+    with (context / name).open("a") as f:
+        f.write(line)
+    return context
+
+
+@pytest.mark.parametrize(
+    ("edited", "changed"),
+    [
+        ("Dockerfile.login", {"login"}),  # even a comment: the login containers only
+        ("sshd-login.conf", {"login"}),  # copied by the login image only
+        ("Dockerfile.worker", {"worker"}),
+        ("entrypoint.sh", {"head", "worker", "login"}),  # copied by every image
+    ],
+)
+def test_each_image_tag_hashes_exactly_the_files_its_dockerfile_copies(tmp_path, edited, changed):
+    before = {r: image_hash(r) for r in ("head", "worker", "login")}
+    assert all(len(t) == 16 for t in before.values()) and len(set(before.values())) == 3
+    context = edited_context(tmp_path, edited, "\n# an edit\n")
+    after = {r: image_hash(r, context) for r in before}
+    assert {r for r in before if after[r] != before[r]} == changed
+
+
+def test_a_copy_source_that_is_missing_is_an_error(tmp_path):
+    context = edited_context(tmp_path, "Dockerfile.login", "\nCOPY no-such-file /x\n")
+    with pytest.raises(FileNotFoundError, match="no-such-file"):
+        image_hash("login", context)
+
+
+def test_a_login_image_change_replaces_only_the_login_container(tmp_path, monkeypatch):
+    """The plan: with Dockerfile.login edited, only the login host's image and container change;
+    the head and every worker (and their running jobs) are untouched."""
+    from components.slurm import images
+    from offline import plan
+
+    def containers(result):
+        return {r.name: plain(r.inputs)["image"] for r in result.of_type("docker:index/container:Container")}
+
+    def image_names(result):
+        return {r.name: plain(r.inputs)["imageName"] for r in result.of_type("docker:index/image:Image")}
+
+    login = {"hpc:hosts": DEV["hpc:hosts"] + [LOGIN_HOST]}
+    before = plan.run("dev", login)
+    context = edited_context(tmp_path / "images", "Dockerfile.login", "\n# a comment\n")  # .../images/slurm
+    monkeypatch.setattr(images, "IMAGES_DIR", context.parent)
+    monkeypatch.setattr(images, "SLURM_CONTEXT", context)
+    images.image_hash.cache_clear()
+    try:
+        after = plan.run("dev", login)
+    finally:
+        images.image_hash.cache_clear()
+    changed = {n for n, v in image_names(after).items() if image_names(before).get(n) != v}
+    assert changed == {"login1-image"}, changed
+    moved = {n for n, v in containers(after).items() if containers(before).get(n) != v}
+    assert moved == {"login1-container"}, moved
 
 
 def test_slurm_images_have_no_login_credentials_and_a_group_signalling_init():

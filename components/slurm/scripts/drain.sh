@@ -3,7 +3,11 @@
 #@ the head). Bounded: jobs that outlast the timeout resume the node and fail the step naming them.
 poll=@poll@
 sc() { docker exec @container@ scontrol "$@"; }
-in_slurm() { docker inspect @container@ >/dev/null 2>&1 && sc show node @node@ >/dev/null 2>&1; }
+controller_up() {
+  local out
+  out=$(sc ping 2>&1) || true
+  grep -q 'is UP' <<<"$out" || { printf '%s\n' "$out"; return 1; }
+}
 draining() { grep -q 'State=[A-Z+]*DRAIN' <<<"$(sc show node @node@)"; }
 drained() { grep -Eq 'State=(IDLE|DOWN)\+DRAIN|State=[A-Z+]*DRAINED' <<<"$(sc show node @node@)"; }
 ours() { grep -qF @ours@ <<<"$(sc show node @node@)"; }
@@ -11,7 +15,16 @@ others() {
   sc -o show nodes | awk -v me=NodeName=@node@ -v r=@ours@ 'index($0, r) && $1 != me { print substr($1, 10) }' \
     | paste -sd' '
 }
-if ! in_slurm; then
+# A controller that does not answer (restarting, its container being replaced) is waited for, then
+# the step fails: deciding "nothing to drain" blind would delete a busy worker with its jobs.
+hpc_wait @controller_timeout@ "the controller (slurmctld in @container@) to answer before draining @node@" \
+  controller_up
+known=yes
+if ! out=$(sc show node @node@ 2>&1); then
+  grep -q 'not found' <<<"$out" || hpc_fail "scontrol show node @node@: $out"
+  known=no  # the controller answers and has never heard of it (a first deployment)
+fi
+if [ "$known" = no ]; then
   echo "hpc: @node@ is not in Slurm yet: nothing to drain"
 else
   exec 9>>/run/lock/hpc-cluster-drain.lock
