@@ -658,7 +658,9 @@ def test_a_head_restart_keeps_the_controllers_latest_state(cluster):
                               "scontrol update nodename=w2 state=resume")  # fmt: skip
     assert rc == 0, out
     since = int(time.time())
-    head.restart("slurm-head", timeout=None)  # the container's own stop timeout
+    stop_s = head.inspect_container("slurm-head")["Config"]["StopTimeout"]  # what `docker restart` waits
+    assert stop_s >= 60, stop_s
+    head.restart("slurm-head", timeout=stop_s)
     labmod.wait_until(lambda: cluster.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld back", 120)
     labmod.wait_until(lambda: "w2" in cluster.responding(), "w2 back", 120)
     assert "DRAIN" not in cluster.in_head("scontrol show node w2")[1]
@@ -753,8 +755,8 @@ def test_prod_slurm_conf_is_accepted_by_the_24_11_controller(cluster, planned):
     the lab's network (nothing can reach the prod addresses: no route leaves the lab).
 
     Test-only rewrites: state and log paths, the controller's address (a lab one), and accounting
-    off (on a fresh state directory slurmctld will not start without a reachable slurmdbd;
-    accounting is proven above)."""
+    off with the billing weights that need it (on a fresh state directory slurmctld will not start
+    without a reachable slurmdbd; accounting is proven above, billing in test_scheduling)."""
     conf = next(
         plain(r.inputs["stdin"]) for r in plan.run("prod").of_type("command:remote:Command")
         if r.name == "head01-slurm-conf"
@@ -764,7 +766,12 @@ def test_prod_slurm_conf_is_accepted_by_the_24_11_controller(cluster, planned):
     for key_, value in {"StateSaveLocation": "/tmp/state", "SlurmctldLogFile": "/tmp/slurmctld.log",
                         "AccountingStorageType": "accounting_storage/none"}.items():  # fmt: skip
         conf = re.sub(rf"^{key_}=.*$", f"{key_}={value}", conf, flags=re.M)
+    # without slurmdbd, 24.11 refuses gres/gpu as a TRES ("slurmdbd is required to run with TRES
+    # gres/gpu"), and the partitions' billing weights name it: both go with accounting (the weights
+    # are proven on a real slurmdbd in test_scheduling)
     conf = re.sub(r"^AccountingStorage(Host|Port|TRES)=.*\n", "", conf, flags=re.M)
+    conf, n = re.subn(r" TRESBillingWeights=\S+", "", conf)
+    assert n == 2
     # the controller's own address: one of the lab's, on the head host's macvlan network
     conf, n = re.subn(r"^SlurmctldHost=head01\(.*\)$", f"SlurmctldHost=head01({PROD_CTLD})", conf, flags=re.M)
     assert n == 1
