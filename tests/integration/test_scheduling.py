@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import re
 import time
 from typing import Any
 
@@ -134,6 +135,16 @@ def test_fair_share_starts_the_lighter_groups_job_first(cluster):
     c, _ = cluster
     used = submit(c, "alice", f"{ALL_GPUS} -t 5 --wrap 'sleep 20'")
     labmod.wait_until(lambda: done(c, used), "alice's job to use the GPUs", 120)
+    # what it cost: its billing TRES is its partition's weights applied to what it held (a GPU-hour
+    # costs more than a CPU-hour: the weights slurmctld itself parsed from the rendered slurm.conf)
+    part, alloc = sacct(c, used, "Partition,AllocTRES")[-1].split("|")
+    weights = re.search(r"TRESBillingWeights=(\S+)", c.in_head(f"scontrol -o show partition {part}")[1])
+    assert weights, part
+    weight = dict(kv.split("=", 1) for kv in weights.group(1).split(","))
+    held = dict(kv.split("=", 1) for kv in alloc.split(","))
+    assert set(weight) == {"CPU", "GRES/gpu"} and float(weight["GRES/gpu"]) > float(weight["CPU"]), weight
+    cost = int(held["cpu"]) * float(weight["CPU"]) + int(held["gres/gpu"]) * float(weight["GRES/gpu"])
+    assert int(held["billing"]) == int(cost), (weight, held)
 
     def usage() -> dict[str, int]:
         rows = c.in_head("sshare -a -n -P -o account,user,rawusage")[1].splitlines()
