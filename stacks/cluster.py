@@ -251,6 +251,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             state_path=cfg.slurm.state_path,
             db_path=cfg.slurm.db_path,
             allow_destroy=cfg.slurm.allow_destroy,
+            migrate=cfg.slurm.migrate,
             pushed_roles=[r for r, on in (("worker", slurm_workers(cfg)), ("login", cfg.with_role(Role.LOGIN))) if on],
             **access.directory,
         ),

@@ -244,6 +244,11 @@ class SlurmConfig(_Model):
     allow_destroy: bool = Field(
         default=False, description="Let a stack deletion remove Slurm state and the accounting DB."
     )
+    migrate: bool = Field(
+        default=False,
+        description="When statePath or dbPath changes, copy the old directory's data there (head stopped);"
+        " without it such a move is refused.",
+    )
     enforce_associations: bool | None = Field(
         default=None,
         description="AccountingStorageEnforce=associations,limits: only users with an association run; "

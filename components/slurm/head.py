@@ -30,6 +30,7 @@ class SlurmHeadArgs(DirectoryArgs):
     state_path: str = Field(description="Host path of slurmctld's StateSaveLocation.")
     db_path: str = Field(description="Host path of the accounting database.")
     allow_destroy: bool = Field(description="Whether deleting the stack may remove state and DB.")
+    migrate: bool = Field(default=False, description="Copy state and DB to changed paths instead of refusing.")
     pushed_roles: list[str] = Field(default_factory=list, description="Roles whose image this host builds and pushes.")
 
 
@@ -82,7 +83,7 @@ class SlurmHead(pulumi.ComponentResource):
         state = remote.run(
             f"{name}-slurm-state",
             args.ssh,
-            steps.state_dirs(host, args.state_path, args.db_path, args.allow_destroy),
+            steps.state_dirs(host, args.state_path, args.db_path, args.allow_destroy, args.migrate),
             opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect),
         )
         files = {

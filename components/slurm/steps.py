@@ -23,6 +23,8 @@ MUNGE_DIR = "/etc/hpc-cluster/munge"
 MIN_MUNGE_KEY_BYTES = 32  # on the head host; mounted at the same path in the head container
 DB_PASSWORD_FILE = f"{CONFIG_DIR}/db-password"  # mounted at /run/secrets/slurm-db-password
 SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
+# The state and database paths in use on the head host: a changed path is a move, refused or migrated.
+STATE_RECORD = "/etc/hpc-cluster/slurm-paths"
 HEAD_CONTAINER = "slurm-head"
 WORKER_CONTAINER = "slurm-worker"
 LOGIN_CONTAINER = "slurm-login"
@@ -76,12 +78,23 @@ def head_secrets(host: str) -> RemoteScript:
     return RemoteScript(f"{host}-slurm-secrets", host, create, delete)
 
 
-def state_dirs(host: str, state_path: str, db_path: str, allow_destroy: bool) -> RemoteScript:
-    """Durable controller state and database directories on the head host."""
+def state_dirs(host: str, state_path: str, db_path: str, allow_destroy: bool, migrate: bool = False) -> RemoteScript:
+    """Durable controller state and database directories on the head host. A moved directory
+    whose old place holds data is refused, or with ``migrate`` copied (head stopped) and compared;
+    the old directory is kept either way."""
+    body = fill(
+        SCRIPTS / "state-dirs.sh",
+        state_path=state_path,
+        db_path=db_path,
+        owner=f"{SLURM_UID}:{SLURM_GID}",
+        record=STATE_RECORD,
+        migrate=int(migrate),
+        container=HEAD_CONTAINER,
+    )
     create = script(
         host,
         f"{host}-slurm-state",
-        fill(SCRIPTS / "state-dirs.sh", state_path=state_path, db_path=db_path, owner=f"{SLURM_UID}:{SLURM_GID}"),
+        body,
         extra_headers={"stateful": "slurm-state+accounting-db", "allow-destroy": str(int(allow_destroy))},
     )
     if allow_destroy:

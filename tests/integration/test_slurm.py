@@ -669,6 +669,52 @@ def test_a_head_restart_keeps_the_controllers_latest_state(cluster):
     assert order == sorted(order), logs[-2000:]
 
 
+def _moved(**paths: Any) -> Planned:
+    return Planned(workers=2, **paths)
+
+
+def test_a_moved_state_path_is_refused_then_migrated_with_the_history(cluster, planned):
+    """hpc:slurm.statePath/dbPath changed on a cluster with history: refused in words, nothing
+    changed and the head still running; with migrate the head is stopped, the data copied and
+    compared, the old directories kept, and the new head container on the new paths still knows
+    the earlier job (accounting) and keeps numbering jobs after it (controller state)."""
+    rc, job = cluster.in_head("sbatch --parsable -w w1 --wrap true")
+    assert rc == 0, job
+    job = job.strip()
+    done = lambda: cluster.in_head(f"sacct -n -X -P -j {job} -o State")[1].strip() == "COMPLETED"  # noqa: E731
+    labmod.wait_until(done, "the job in accounting", 60)
+    paths = {"statePath": "/srv/hpc/state2", "dbPath": "/srv/hpc/mariadb2"}
+    refused = run_step(cluster.lab, _moved(**paths).steps["head-slurm-state"], check=False)
+    assert refused.returncode == 1, refused.stdout
+    assert ("hpc: error: hpc:slurm.statePath moved from /srv/hpc/state to /srv/hpc/state2: /srv/hpc/state holds "
+            "the cluster's history; set hpc:slurm.migrate: true") in refused.stderr, refused.stderr  # fmt: skip
+    assert cluster.lab.on("head", ["test", "-e", "/srv/hpc/state2"], check=False).returncode == 1  # nothing changed
+    head = cluster.daemons["head"].api
+    assert head.inspect_container("slurm-head")["State"]["Running"]
+    migrating = _moved(**paths, migrate=True)
+    try:
+        out = run_step(cluster.lab, migrating.steps["head-slurm-state"]).stdout
+        assert "hpc: changed: stopped slurm-head to move its data" in out, out
+        for old, new in (("state", "state2"), ("mariadb", "mariadb2")):
+            assert re.search(rf"copied /srv/hpc/{old} to /srv/hpc/{new} \([1-9][0-9]* entries, compared\)", out), out
+        assert "hpc: changed" not in run_step(cluster.lab, migrating.steps["head-slurm-state"]).stdout  # idempotent
+        cluster.deploy(migrating, "head", replace=True)
+        binds = {m["Destination"]: m["Source"] for m in head.inspect_container("slurm-head")["Mounts"]}
+        assert "/srv/hpc/state2" in binds.values() and "/srv/hpc/mariadb2" in binds.values(), binds
+        up = lambda: cluster.in_head("scontrol ping")[1].count("is UP") == 1  # noqa: E731
+        labmod.wait_until(up, "slurmctld on the new path", 120)
+        assert cluster.in_head(f"sacct -n -X -P -j {job} -o State")[1].strip() == "COMPLETED"  # the history moved
+        labmod.wait_until(lambda: {"w1", "w2"} <= cluster.responding(), "the workers back", 120)
+        rc, later = cluster.in_head("sbatch --parsable --wait -w w2 --wrap true")
+        assert rc == 0 and int(later.strip()) > int(job), (job, later)  # the controller's job counter moved too
+    finally:  # back to the suite's paths: the old copies are superseded by the moved ones
+        cluster.lab.on("head", ["rm", "-rf", "/srv/hpc/state", "/srv/hpc/mariadb"])
+        run_step(cluster.lab, Planned(workers=2, migrate=True).steps["head-slurm-state"])
+        cluster.deploy(planned, "head", replace=True)
+        labmod.wait_until(lambda: cluster.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld back", 120)
+        labmod.wait_until(lambda: {"w1", "w2"} <= cluster.responding(), "the workers back", 120)
+
+
 def test_rotating_the_munge_key_restarts_the_containers_and_the_cluster_works(cluster):
     """The day-2 recipe (README): a new key (pulumi up --replace on the RandomBytes) reaches every
     Slurm host's munge step at once; each restarts its containers, and the cluster works again."""
