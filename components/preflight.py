@@ -2,8 +2,9 @@
 
 One step per host, run as the login user (not through sudo, which it checks): passwordless sudo
 for a non-root user, a supported Debian/Ubuntu release, Docker on hosts that run containers, the
-NVIDIA container toolkit on GPU hosts. Every other step of the host depends on it, so a missing
-prerequisite fails once, first, with one line naming the host and the fix.
+NVIDIA container toolkit on GPU hosts, its Docker runtime on Slurm GPU workers. Every other step
+of the host depends on it, so a missing prerequisite fails once, first, with one line naming the
+host and the fix.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ SHELL = Path(__file__).with_name("shell")
 SUPPORTED_OS = ("debian:12", "debian:13", "ubuntu:22.04", "ubuntu:24.04")
 
 
-def preflight(host: str, docker: bool, nvidia: bool) -> RemoteScript:
+def preflight(host: str, docker: bool, nvidia: bool, nvidia_docker: bool = False) -> RemoteScript:
     """The preflight script of one host (pure)."""
-    checks = [name for name, wanted in (("docker", docker), ("nvidia", nvidia)) if wanted]
+    wants = (("docker", docker), ("nvidia", nvidia), ("nvidia-docker", nvidia_docker))
+    checks = [name for name, wanted in wants if wanted]
     body = fill(
         SHELL / "preflight.sh",
         host=host,
@@ -39,6 +41,9 @@ class HostPreflightArgs(Args):
     ssh: Ssh = Field(description="Connection to the host (without the preflight dependency).")
     docker: bool = Field(description="Whether the host runs containers (Docker must be there).")
     nvidia: bool = Field(description="Whether the host runs GPU containers (the NVIDIA toolkit must be there).")
+    nvidia_docker: bool = Field(
+        default=False, description="Whether Docker runs GPU containers (its nvidia runtime must be registered)."
+    )
 
 
 class HostPreflight(pulumi.ComponentResource):
@@ -49,7 +54,7 @@ class HostPreflight(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HostPreflightArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("hpc:host:HostPreflight", name, None, opts)
-        s = preflight(args.ssh.name, args.docker, args.nvidia)
+        s = preflight(args.ssh.name, args.docker, args.nvidia, args.nvidia_docker)
         self.step = command_remote.Command(
             f"{name}-check",
             connection=args.ssh.connection(),

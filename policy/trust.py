@@ -28,7 +28,8 @@ DOCKER_PROVIDER = "pulumi:providers:docker"
 # The containers that may hold extra privileges, and why (README, "Trust model").
 PRIVILEGE_ALLOWLIST = {
     "slurm-worker": "slurmd starts job steps and confines them to their GPUs, CPUs and memory: CAP_SYS_ADMIN, "
-    "CAP_SYS_NICE (task affinity of another user's job) and "
+    "CAP_SYS_NICE (task affinity of another user's job), CAP_SYSLOG on GPU nodes (the health check reads "
+    "XIDs from the kernel log) and "
     "a writable cgroup tree (each proven needed on real Slurm; the host cgroup namespace is not)"
 }
 _PUT_FILE = re.compile(r"hpc_put_file\s+'?([^\s']+)'?")

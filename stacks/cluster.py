@@ -92,6 +92,7 @@ class Access:
                     ssh=self._ssh(h, []),
                     docker=any(h.has(r) for r in DOCKER_ROLES),
                     nvidia=any(h.has(r) for r in GPU_ROLES),
+                    nvidia_docker=h.has(Role.GPU_WORKER) and bool(h.gpu_owners()[0]),
                 ),
             )
             self.preflight[h.name] = check.step
@@ -276,6 +277,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 image=cluster.slurm_head.images.get("worker"),
                 max_unavailable=cfg.slurm.max_unavailable,
                 drain_timeout_s=cfg.slurm.drain_timeout_seconds,
+                health=spec.health,
                 **access.directory,
             ),
         )

@@ -203,6 +203,7 @@ class Partition(_Model):
         if v == "default":  # slurm.conf(5): PartitionName=DEFAULT sets every partition's defaults
             raise ValueError("'default' is Slurm's reserved partition name (PartitionName=DEFAULT); pick another")
         return v
+
     default: bool = Field(default=False, description="The default partition (exactly one).")
     max_time: str = Field(
         default="INFINITE",
@@ -219,6 +220,20 @@ def _default_partitions() -> list[Partition]:
         Partition(name="debug", max_time="1:00:00"),
         Partition(name="cpu", kind="cpu"),
     ]
+
+
+class HealthConfig(_Model):
+    """Slurm's node health check (components/slurm/render_health.py)."""
+
+    enabled: bool = Field(default=True, description="Run the node health check on every compute node.")
+    interval_seconds: int = Field(
+        default=300, ge=10, le=86400, description="HealthCheckInterval: seconds between two runs on a node."
+    )
+    node_states: list[Literal["any", "alloc", "idle", "mixed", "nondrained_idle"]] = Field(
+        default=["any"], min_length=1, description="HealthCheckNodeState: the nodes it runs on."
+    )
+    cycle: bool = Field(default=True, description="Spread the runs over the interval (CYCLE), not all at once.")
+    min_free_mib: int = Field(default=1024, ge=0, description="Free space the job and state directories need, in MiB.")
 
 
 class SlurmConfig(_Model):
@@ -264,6 +279,9 @@ class SlurmConfig(_Model):
     )
     scheduling: SchedulingConfig = Field(
         default_factory=SchedulingConfig, description="Fair share, QoS, limits, preemption, reservations."
+    )
+    health: HealthConfig = Field(
+        default_factory=HealthConfig, description="Node health checks that drain a failing node."
     )
 
     @model_validator(mode="after")

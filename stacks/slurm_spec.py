@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from components.slurm import render_scheduling as rs
 from components.slurm.render import ClusterSpec, NodeSpec, PartitionSpec
+from components.slurm.render_health import Health
 from stacks.config import ClusterConfig, HostConfig, Role
 from stacks.config_scheduling import SLURM_QOS
 
@@ -99,4 +100,10 @@ def cluster_spec(cfg: ClusterConfig) -> ClusterSpec:
         ),
         cgroup=cfg.cgroup_enforcement,
         scheduling=scheduling(cfg),
+        health=health(cfg),
     )
+
+
+def health(cfg: ClusterConfig) -> Health:
+    h = cfg.slurm.health
+    return Health(h.enabled, h.interval_seconds, tuple(h.node_states), h.cycle, h.min_free_mib)

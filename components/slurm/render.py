@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from components.slurm import render_health
 from components.slurm.render_scheduling import Scheduling, conf_lines
 
 DB_PASSWORD_PLACEHOLDER = "@@SLURM_DB_PASSWORD@@"
@@ -78,6 +79,7 @@ class ClusterSpec:
     partitions: tuple[PartitionSpec, ...]
     cgroup: bool
     scheduling: Scheduling = field(default_factory=Scheduling)
+    health: render_health.Health = field(default_factory=render_health.Health)
 
     @property
     def gres_types(self) -> tuple[str, ...]:
@@ -139,7 +141,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost={spec.head_name}
 AccountingStoragePort={SLURMDBD_PORT}
 AccountingStorageTRES={tres}
-{conf_lines(spec.scheduling)}{nodes}
+{render_health.conf_lines(spec.health)}{conf_lines(spec.scheduling)}{nodes}
 {parts}
 """
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from components.accounts import MUNGE_GID, MUNGE_UID, SLURM_GID, SLURM_UID
 from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
 from components.scripts import Raw, RemoteScript, fill, no_undo, restart_running, script
-from components.slurm import render
+from components.slurm import render, render_health
 
 SCRIPTS = Path(__file__).with_name("scripts")
 CONFIG_DIR = "/etc/slurm"
@@ -166,6 +166,15 @@ def gpu_preflight(host: str, gpus: int, min_branch: int = MIN_NVIDIA_DRIVER_BRAN
     create = script(host, f"{host}-gpu-preflight", body, extra_headers={"min-driver-branch": str(min_branch)})
     delete = no_undo(host, f"{host}-gpu-preflight")
     return RemoteScript(f"{host}-gpu-preflight", host, create, delete)
+
+
+def health_check(host: str, program: str) -> RemoteScript:
+    """Install the node's health check program (``render_health``); slurmd runs the new file at
+    its next interval, the container stays as it is."""
+    path = render_health.PROGRAM
+    create = script(host, f"{host}-health-check", fill(SCRIPTS / "health-install.sh", file=path), file=path)
+    delete = script(host, f"{host}-health-check-delete", f"rm -f {path}\n")
+    return RemoteScript(f"{host}-health-check", host, create, delete, path, program)
 
 
 def drain(head: str, node: str, max_unavailable: int = 1, timeout_s: int = DRAIN_TIMEOUT_S) -> RemoteScript:

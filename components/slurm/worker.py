@@ -14,12 +14,24 @@ from pydantic import Field
 from components import remote
 from components.hardware import HardwareProfile
 from components.remote import Ssh
-from components.slurm import render, steps
+from components.slurm import render, render_health, steps
 from components.slurm.images import HostDockerArgs, macvlan_network, pulled_image, slurm_image
 from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs, directory_step, munge_key_step
 from components.storage.contract import NetworkStorage
 
 EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+NVIDIA_RUNTIME = "nvidia"  # registered in the host's Docker by the NVIDIA container toolkit (preflight)
+# compute: libcuda for jobs; utility: nvidia-smi and NVML for the health check and jobs.
+NVIDIA_DRIVER_CAPABILITIES = "compute,utility"
+
+
+def nvidia_env(gpu_indexes: tuple[int, ...]) -> list[str]:
+    """What the NVIDIA runtime reads: exactly the GPUs Slurm owns here, in gres.conf's order, so
+    Slurm's GPU i is the host's GPU i (the container's devices and its NVML agree)."""
+    return [
+        f"NVIDIA_VISIBLE_DEVICES={','.join(map(str, gpu_indexes))}",
+        f"NVIDIA_DRIVER_CAPABILITIES={NVIDIA_DRIVER_CAPABILITIES}",
+    ]
 
 
 def fingerprint(spec: dict[str, Any]) -> pulumi.Output[str]:
@@ -51,6 +63,9 @@ class GpuWorkerArgs(DirectoryArgs):
     )
     max_unavailable: int = Field(default=1, description="Workers drained at once for replacement.")
     drain_timeout_s: int = Field(default=steps.DRAIN_TIMEOUT_S, description="How long a drain waits for jobs.")
+    health: render_health.Health = Field(
+        default_factory=render_health.Health, description="The node health check (slurm.conf's, the same)."
+    )
 
 
 class GpuWorker(pulumi.ComponentResource):
@@ -78,6 +93,15 @@ class GpuWorker(pulumi.ComponentResource):
         if args.gpu_indexes and hw.gpus is not None:  # every GPU of the box, whoever owns it
             checks.append(remote.run(f"{name}-gpu-preflight", args.ssh, steps.gpu_preflight(host, hw.gpus.count),
                                      opts=child))  # fmt: skip
+        health = remote.run(
+            f"{name}-health-check",
+            args.ssh,
+            steps.health_check(
+                host,
+                render_health.program(host, hw, len(args.gpu_indexes), args.health, (render.SPOOL_DIR, "/tmp")),
+            ),
+            opts=child,
+        )
         munge = munge_key_step(f"{name}-munge-key-file", args.ssh, args.network_storage, args.munge_key, self)
         directory, directory_volumes = directory_step(
             f"{name}-directory", args.ssh, args.directory, args.directory_password, self
@@ -92,6 +116,12 @@ class GpuWorker(pulumi.ComponentResource):
             for d in (*(f"/dev/nvidia{i}" for i in args.gpu_indexes), *EXTRA_NVIDIA_DEVICES)
             if args.gpu_indexes
         ]
+        if args.gpu_indexes:
+            # The health check reads XIDs from the kernel log. Docker's seccomp profile refuses
+            # syslog(2), so dmesg reads /dev/kmsg: read only, and under kernel.dmesg_restrict only
+            # a process with CAP_SYSLOG may open it (slurmd's root, never a job's user).
+            kmsg = docker.ContainerDeviceArgs(host_path="/dev/kmsg", container_path="/dev/kmsg", permissions="r")
+            devices.append(kmsg)
         shared = args.network_storage.apply(
             lambda ns: [
                 MUNGE_VOLUME,
@@ -99,6 +129,9 @@ class GpuWorker(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
                 # slurmd manages job cgroups (ConstrainCores/RAMSpace/Devices).
                 docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),
+                docker.ContainerVolumeArgs(
+                    host_path=render_health.HEALTH_DIR, container_path=render_health.HEALTH_DIR, read_only=True
+                ),
                 *directory_volumes,
             ]
         )
@@ -107,12 +140,18 @@ class GpuWorker(pulumi.ComponentResource):
             "image": image_name,
             "hostname": host,
             "command": ["worker"],
-            "envs": [f"SLURM_CONF_SERVER={args.head_address}:{render.SLURMCTLD_PORT}"],
+            "envs": [
+                f"SLURM_CONF_SERVER={args.head_address}:{render.SLURMCTLD_PORT}",
+                *(nvidia_env(args.gpu_indexes) if args.gpu_indexes else []),
+            ],
             "hosts": [docker.ContainerHostArgs(host=args.head_name, ip=args.head_address)],
             "networks_advanced": [
                 docker.ContainerNetworksAdvancedArgs(name=network.name, ipv4_address=args.container_address)
             ],
             "devices": devices,
+            # The host's NVIDIA runtime adds the driver's libraries and nvidia-smi for these GPUs;
+            # the devices above stay listed, so the cgroup rules slurmd confines jobs with see them.
+            **({"runtime": NVIDIA_RUNTIME} if args.gpu_indexes else {}),
             "volumes": shared,
             # The privileges slurmd keeps, each proven needed on real Slurm (tests/integration/test_slurm.py):
             # CAP_SYS_ADMIN (without it no job step starts: "Slurmd could not execve job"), CAP_SYS_NICE (a
@@ -121,7 +160,11 @@ class GpuWorker(pulumi.ComponentResource):
             # not needed: a private one confines devices just as well. policy/trust.py allows these
             # for this container only.
             "cgroupns_mode": "private",
-            "capabilities": docker.ContainerCapabilitiesArgs(adds=["SYS_ADMIN", "SYS_NICE"]),
+            # CAP_SYSLOG on GPU nodes: the health check reads XIDs from /dev/kmsg (without it, on the
+            # real kernel: "dmesg: read kernel buffer failed: Operation not permitted").
+            "capabilities": docker.ContainerCapabilitiesArgs(
+                adds=["SYS_ADMIN", "SYS_NICE", *(["SYSLOG"] if args.gpu_indexes else [])]
+            ),
             "restart": "unless-stopped",
             "stop_timeout": steps.CONTAINER_STOP_TIMEOUT_S,
             "must_run": True,
@@ -143,7 +186,7 @@ class GpuWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.host_mount, sysctl, *checks, munge, *directory, drain],
+                depends_on=[args.host_mount, sysctl, *checks, health, munge, *directory, drain],
             ),
         )
         remote.run_with_triggers(

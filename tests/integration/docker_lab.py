@@ -196,7 +196,7 @@ class Dockerd:
         """Create and start a recorded docker.Container with every input the program sets."""
         spec = plain(record.inputs)
         known = {"name", "image", "hostname", "command", "envs", "hosts", "networksAdvanced", "devices", "volumes",
-                 "cgroupnsMode", "capabilities", "restart", "mustRun", "stopTimeout"}
+                 "cgroupnsMode", "capabilities", "restart", "mustRun", "stopTimeout", "runtime"}
         assert set(spec) <= known, f"inputs the test does not apply: {sorted(set(spec) - known)}"
         if replace:
             self.remove_container(spec["name"])
@@ -213,6 +213,7 @@ class Dockerd:
             cap_add=(spec.get("capabilities") or {}).get("adds"),
             restart_policy={"Name": spec["restart"]} if spec.get("restart") else None,
             cgroupns=spec.get("cgroupnsMode"),
+            runtime=spec.get("runtime"),
         )
         nets = spec.get("networksAdvanced", [])
         networking = None

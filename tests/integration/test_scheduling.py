@@ -83,6 +83,7 @@ def cluster(tmp_path_factory):
         for w in ("w1", "w2"):
             run_step(lab, planned.steps[f"{w}-gpu-preflight"])
             run_step(lab, planned.steps[f"{w}-munge-key-file"])
+            run_step(lab, planned.steps[f"{w}-health-check"])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
         for w in ("w1", "w2"):

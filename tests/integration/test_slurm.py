@@ -35,6 +35,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,10 +76,18 @@ mknod -m 666 /dev/nvidia-uvm-tools c 509 1
 """
 
 NVIDIA_SMI = r"""#!/bin/bash
-# nvidia-smi stand-in: two GPUs; the driver version comes from /srv/fake-nvidia-driver if present.
+# nvidia-smi stand-in (no GPU here; formats as NVIDIA documents them, not recorded): the GPUs are
+# the rows of /srv/fake-nvidia/gpus.csv (index, pci.bus_id, name, uncorrected volatile ECC,
+# retired pages pending); the driver version comes from /srv/fake-nvidia-driver if present.
 v=$(cat /srv/fake-nvidia-driver 2>/dev/null || echo 550.54.15)
-printf '%s\n%s\n' "$v" "$v"
+case "$1" in
+  --query-gpu=driver_version) awk -v v="$v" 'NF {print v}' /srv/fake-nvidia/gpus.csv ;;
+  --query-gpu=index,pci.bus_id,name,*) cat /srv/fake-nvidia/gpus.csv ;;
+  *) echo "nvidia-smi stand-in: unsupported: $*" >&2; exit 2 ;;
+esac
 """
+GPUS_CSV = "".join(f"{i}, 00000000:{0x17 + i:02X}:00.0, NVIDIA A100 80GB PCIe, 0, No\n" for i in range(2))
+NVIDIA_RUNTIME = Path(__file__).with_name("stand_ins") / "nvidia-container-runtime"
 
 
 NVIDIA_CTK = """#!/bin/bash
@@ -224,8 +233,11 @@ mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
                     shim.write_text(text)
                     shim.chmod(0o755)
                 self.lab.on(host, ["bash", "-c", FAKE_DEV, "fakedev", str(h / "hostdev")])
+                write_gpus = 'mkdir -p /srv/fake-nvidia && printf %s "$1" >/srv/fake-nvidia/gpus.csv'
+                self.lab.on(host, ["bash", "-c", write_gpus, "gpus", GPUS_CSV])
+            runtime = ["--add-runtime", f"nvidia={NVIDIA_RUNTIME}"] if host.startswith("w") else []
             daemon = docker_lab.Dockerd(h / "docker", holder=self.lab.hosts[host].holder,
-                                        listen=["unix:///run/docker.sock"])  # fmt: skip
+                                        listen=["unix:///run/docker.sock"], extra=runtime)  # fmt: skip
             self.daemons[host] = daemon.start()
             self.loaded[host] = set()
 
@@ -336,6 +348,7 @@ def cluster(planned, builder):
             run_step(lab, planned.steps[f"{w}-gpu-preflight"])
         for w in ("w1", "w2", "c1"):
             run_step(lab, planned.steps[f"{w}-munge-key-file"])
+            run_step(lab, planned.steps[f"{w}-health-check"])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
         for w in ("w1", "w2", "c1"):
@@ -547,7 +560,8 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     # the export updated in place); Prometheus's targets (reloaded, not restarted)
     assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-prometheus", "head-slurm-conf"]
     added = {after[u].name for u in after.keys() - before.keys()}
-    assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-image", "w3-macvlan", "w3-resume",
+    assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-health-check",
+                     "w3-image", "w3-macvlan", "w3-resume",
                      "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file",
                      "w3-preflight", "w3-preflight-check", "w3-accounts", "w3-exporters"}  # fmt: skip
     pids = {w: cluster.slurmd_pid(w) for w in ("w1", "w2")}
@@ -559,6 +573,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
         assert "restarted" not in out  # Slurm 24.11 adds nodes on reconfigure
     run_step(cluster.lab, bigger.steps["w3-gpu-preflight"])
     run_step(cluster.lab, bigger.steps["w3-munge-key-file"])
+    run_step(cluster.lab, bigger.steps["w3-health-check"])
     run_step(cluster.lab, bigger.steps["w3-accounts"])
     cluster.deploy(bigger, "w3")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "w3 to join", 120)
@@ -870,3 +885,79 @@ def test_every_rendered_option_is_documented_by_slurm_24_11(cluster, planned):
         rc, text = daemon.exec(name, f"cat /var/log/slurm/{log}")
         assert rc == 0 and text.strip(), f"{host}: no {log}"
         assert not [line for line in text.splitlines() if slurm_docs.DEPRECATED.search(line)], text
+
+
+# ---- node health (issue 24) -----------------------------------------------------------------
+HEALTH = "/etc/hpc-cluster/health/hpc-healthcheck"
+SMI_QUERY = (
+    "nvidia-smi --query-gpu=index,pci.bus_id,name,ecc.errors.uncorrected.volatile.total,retired_pages.pending "
+    "--format=csv,noheader"
+)
+
+
+def node_state(cluster: Cluster, node: str) -> tuple[str, str]:
+    out = cluster.in_head(f"scontrol -o show node {node}")[1]
+    state = re.search(r" State=(\S+)", out)
+    reason = re.search(r" Reason=(.*?) \[", out)
+    assert state, out
+    return state.group(1), reason.group(1) if reason else ""
+
+
+def test_gpu_workers_run_on_the_nvidia_runtime_with_exactly_slurms_gpus(cluster):
+    gres = cluster.in_head("cat /etc/slurm/gres.conf")[1]
+    for w in ("w1", "w2"):
+        info = cluster.daemons[w].api.inspect_container(slurm_steps.WORKER_CONTAINER)
+        env = dict(e.split("=", 1) for e in info["Config"]["Env"])
+        assert info["HostConfig"]["Runtime"] == "nvidia"
+        assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("0,1", "compute,utility")
+        assert f"NodeName={w} Name=gpu Type=a100 File=/dev/nvidia[0-1]" in gres  # the same GPUs, same order
+        rc, out = cluster.in_worker(w, SMI_QUERY)  # the runtime (stand-in) put nvidia-smi in the container
+        assert rc == 0 and out.count("NVIDIA A100") == 2, out
+    c1 = cluster.daemons["c1"].api.inspect_container(slurm_steps.WORKER_CONTAINER)
+    assert c1["HostConfig"]["Runtime"] == "runc"  # a CPU node asks for no GPU
+
+
+def test_every_node_runs_the_health_check_and_is_healthy(cluster):
+    conf = cluster.in_head("scontrol show config")[1]
+    assert re.search(rf"^HealthCheckProgram\s*=\s*{HEALTH}$", conf, re.M), conf
+    assert re.search(r"^HealthCheckNodeState\s*=\s*CYCLE,ANY$", conf, re.M), conf  # Slurm prints CYCLE first
+    for w in ("w1", "w2", "c1"):  # the real kernel log (/dev/kmsg), munge, the shared volume, free space
+        rc, out = cluster.in_worker(w, HEALTH)
+        assert rc == 0, f"{w}: {out}"
+    assert cluster.idle() >= {"w1", "w2", "c1"}
+
+
+def test_a_lost_gpu_drains_the_node_holds_jobs_off_it_and_recovery_resumes_it(cluster):
+    fixture = "/srv/fake-nvidia/gpus.csv"
+    one_gpu = f"cp {fixture} {fixture}.all && head -n 1 {fixture}.all >{fixture}.one && mv {fixture}.one {fixture}"
+    cluster.lab.ssh("w2", one_gpu)
+    try:
+        rc, out = cluster.in_worker("w2", HEALTH)
+        assert rc == 1, out
+        state, reason = node_state(cluster, "w2")
+        assert "DRAIN" in state, state
+        assert reason == "hpc-health: GPU count: the profile says 2, nvidia-smi shows 1 (00000000:17:00.0)"
+        rc, job = cluster.in_head("sbatch --parsable -p gpu -w w2 --wrap hostname")
+        assert rc == 0, job
+        job = job.strip()
+        labmod.wait_until(
+            lambda: "ReqNodeNotAvail" in cluster.in_head(f"squeue -h -j {job} -o %r")[1], "the job held off w2", 60
+        )
+        assert cluster.in_head(f"squeue -h -j {job} -o %T")[1].strip() == "PENDING"
+    finally:
+        cluster.lab.ssh("w2", f"mv {fixture}.all {fixture}")
+    rc, out = cluster.in_worker("w2", HEALTH)
+    assert rc == 0 and "resumed (was: hpc-health: GPU count" in out, out
+    labmod.wait_until(lambda: cluster.in_head(f"squeue -h -j {job}")[1].strip() == "", "the held job ran", 60)
+    assert "DRAIN" not in node_state(cluster, "w2")[0]
+
+
+def test_the_health_check_leaves_an_admins_drain_alone(cluster):
+    rc, out = cluster.in_head("scontrol update nodename=w1 state=drain reason='fan replacement'")
+    assert rc == 0, out
+    try:
+        assert cluster.in_worker("w1", HEALTH)[0] == 0
+        state, reason = node_state(cluster, "w1")
+        assert "DRAIN" in state and reason == "fan replacement"
+    finally:
+        cluster.in_head("scontrol update nodename=w1 state=resume")

@@ -32,6 +32,7 @@ def test_adding_one_worker(base):
         f"{new}-container",
         f"{new}-drain",
         f"{new}-gpu-preflight",
+        f"{new}-health-check",
         f"{new}-munge-key-file",
         f"{new}-preflight",
         f"{new}-preflight-check",
@@ -56,7 +57,7 @@ def test_changing_one_workers_profile(base):
     host["profile"] = "ml-density-v2"  # 1 TB instead of 2 TB, H100 PCIe instead of SXM5
     added, removed, changed = delta(base, overrides)
     assert (added, removed) == (set(), set())
-    assert changed == {"head01-slurm-conf", f"{worker_name(5)}-sysctl"}
+    assert changed == {"head01-slurm-conf", f"{worker_name(5)}-sysctl", f"{worker_name(5)}-health-check"}
 
 
 def test_changing_one_models_flags(base):

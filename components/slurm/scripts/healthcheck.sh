@@ -156,6 +156,8 @@ if [ -n "$problem" ]; then
     out=$(scontrol update nodename="$node" state=drain reason="$want" 2>&1) \
       || { echo "hpc-health: $node: $problem; scontrol refused the drain: $(last_line "$out")" >&2; exit 1; }
     echo "hpc-health: $node: drained: $problem" >&2
+  else
+    echo "hpc-health: $node: still failing, drained: $problem" >&2
   fi
   exit 1
 fi
