@@ -349,7 +349,15 @@ class ClusterConfig(_Model):
 
 
 # ---- secrets ------------------------------------------------------------------------------------
-SECRET_KEYS = ("sshPrivateKey", "hfToken", "tlsCertificate", "tlsKey", "alertWebhookUrl", "ldapBindPassword")
+SECRET_KEYS = (
+    "sshPrivateKey",
+    "hfToken",
+    "tlsCertificate",
+    "tlsKey",
+    "alertWebhookUrl",
+    "watchdogWebhookUrl",
+    "ldapBindPassword",
+)
 # The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
 PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken")
 REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
@@ -364,6 +372,7 @@ class ClusterSecrets:
     tls_certificate: pulumi.Output[str] | None = None
     tls_key: pulumi.Output[str] | None = None
     alert_webhook_url: pulumi.Output[str] | None = None
+    watchdog_webhook_url: pulumi.Output[str] | None = None
     ldap_bind_password: pulumi.Output[str] | None = None
 
 
@@ -438,6 +447,7 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         tls_certificate=cert,
         tls_key=tls_key,
         alert_webhook_url=webhook,
+        watchdog_webhook_url=cfg.get_secret("watchdogWebhookUrl") if cfg.get("watchdogWebhookUrl") else None,
         ldap_bind_password=cfg.get_secret("ldapBindPassword") if binds else None,
     )
 

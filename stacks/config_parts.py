@@ -302,6 +302,10 @@ class MonitoringConfig(_Model):
     enabled: bool = Field(default=True, description="Install monitoring.")
     scrape_interval: str = Field(default="30s", pattern=r"^[1-9][0-9]*[sm]$", description="Scrape interval, e.g. 30s.")
     retention: str = Field(default="30d", pattern=r"^[1-9][0-9]*[hdwy]$", description="How long metrics are kept.")
+    gpu_metrics: Literal["nvidia-smi", "dcgm"] = Field(
+        default="nvidia-smi",
+        description="Where GPU metrics come from: this project's nvidia-smi collector, or the site's DCGM exporter.",
+    )
 
 
 class K3sConfig(_Model):

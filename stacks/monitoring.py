@@ -36,6 +36,7 @@ def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
         mount_point=cfg.storage.mount_point,
         nfs_server=str(gateway.address),
         nfs_pseudo=cfg.storage.export_pseudo,
+        gpu_metrics=cfg.monitoring.gpu_metrics,
     )
 
 
@@ -66,5 +67,6 @@ def build_monitoring(
             storage_cli_host=cfg.storage_cli_host.name,
             slurm_container=HEAD_CONTAINER,
             webhook_url=secrets.alert_webhook_url,
+            watchdog_url=secrets.watchdog_webhook_url,
         ),
     )

@@ -23,6 +23,9 @@ class MonitoringArgs(Args):
     storage_cli_host: str | None = Field(default=None, description="The storage host that reports Gluster health.")
     slurm_container: str = Field(description="Name of the Slurm head container (the Slurm collector).")
     webhook_url: pulumi.Output[str] | None = Field(default=None, description="Alertmanager webhook (secret).")
+    watchdog_url: pulumi.Output[str] | None = Field(
+        default=None, description="Dead-man's switch that hears the Watchdog alert every minute (secret)."
+    )
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -37,6 +40,8 @@ class Monitoring(pulumi.ComponentResource):
                 storage_volume=spec.volume if h.name == args.storage_cli_host else None,
                 probe=(spec.mount_point, args.probe_url) if args.probe_url else None,
                 slurm_container=args.slurm_container if h.name == spec.head else None,
+                gpus=h.gpus,
+                gpu_metrics=spec.gpu_metrics,
             )
             exporters.append(
                 remote.run(
@@ -49,15 +54,17 @@ class Monitoring(pulumi.ComponentResource):
         head = args.hosts[spec.head]
         after = pulumi.ResourceOptions(parent=self, depends_on=exporters)
         alert_step = steps.alertmanager(spec.head)
-        webhook = args.webhook_url
+        secret = args.webhook_url is not None or args.watchdog_url is not None
         am_config: pulumi.Input[str] = (
             render_prometheus.alertmanager_config(spec, None)
-            if webhook is None  # with a webhook the config holds its URL: a secret end to end
-            else pulumi.Output.secret(webhook.apply(lambda url: render_prometheus.alertmanager_config(spec, url)))
+            if not secret  # with a webhook the config holds its URL: a secret end to end
+            else pulumi.Output.secret(
+                pulumi.Output.all(args.webhook_url, args.watchdog_url).apply(
+                    lambda urls: render_prometheus.alertmanager_config(spec, urls[0], urls[1])
+                )
+            )
         )
-        alertmanager = remote.run(
-            alert_step.step, head, alert_step, stdin=am_config, secret_stdin=webhook is not None, opts=after
-        )
+        alertmanager = remote.run(alert_step.step, head, alert_step, stdin=am_config, secret_stdin=secret, opts=after)
         prom = steps.prometheus(
             spec.head, render_prometheus.prometheus_config(spec), rules.rule_file(spec), spec.retention
         )

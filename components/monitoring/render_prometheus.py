@@ -2,7 +2,9 @@
 
 Scrape jobs: ``node`` (every host: node exporter, and through its textfile collector the NVMe
 wear, Gluster, NFS-probe and Slurm collectors), ``ipmi`` (hosts with a BMC: inlet/exhaust
-temperature, fans, PSU power), ``dcgm`` (GPU hosts), ``vllm`` (each model server's ``/metrics``)
+temperature, fans, PSU power, DCMI power), ``dcgm`` (GPU hosts, when the site runs NVIDIA's DCGM
+exporter: ``gpuMetrics: dcgm``; otherwise GPU health comes through node exporter), ``vllm``
+(each model server's ``/metrics``)
 and ``prometheus`` itself. Every target carries ``host`` (and ``rack``) labels, so alerts and
 dashboards name machines as the stack does, never by address.
 """
@@ -43,7 +45,7 @@ def scrape_jobs(spec: MonitoringSpec) -> list[dict[str, Any]]:
     ]
     if bmc := [h for h in hosts if h.bmc]:
         jobs.append({"job_name": "ipmi", "static_configs": _static(bmc, IPMI_PORT)})
-    if gpu := [h for h in hosts if h.gpus]:
+    if spec.gpu_metrics == "dcgm" and (gpu := [h for h in hosts if h.gpus]):
         jobs.append({"job_name": "dcgm", "static_configs": _static(gpu, DCGM_PORT)})
     if spec.models:
         jobs.append(
@@ -73,12 +75,17 @@ def prometheus_config(spec: MonitoringSpec) -> str:
     return HEADER + yaml.safe_dump(doc, sort_keys=False)
 
 
-def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None) -> str:
+def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_url: str | None = None) -> str:
     """Every alert to the site's webhook (a secret: this text is only ever a secret Output), critical
-    ones repeated hourly; without a webhook, alerts are kept in Alertmanager's UI only."""
+    ones repeated hourly; without a webhook, alerts are kept in Alertmanager's UI only. The
+    always-firing ``Watchdog`` goes every minute to the dead-man's switch (``watchdog_url``, a
+    secret too), which pages when it stops hearing it, and never to the admins."""
     receiver: dict[str, Any] = {"name": "cluster-admins"}
     if webhook_url:
         receiver["webhook_configs"] = [{"url": webhook_url, "send_resolved": True}]
+    watchdog: dict[str, Any] = {"name": "watchdog"}
+    if watchdog_url:
+        watchdog["webhook_configs"] = [{"url": watchdog_url, "send_resolved": False}]
     doc = {
         "route": {
             "receiver": "cluster-admins",
@@ -86,7 +93,16 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None) -> str:
             "group_wait": "30s",
             "group_interval": "5m",
             "repeat_interval": "4h",
-            "routes": [{"matchers": ['severity="critical"'], "receiver": "cluster-admins", "repeat_interval": "1h"}],
+            "routes": [
+                {
+                    "matchers": ['alertname="Watchdog"'],
+                    "receiver": "watchdog",
+                    "group_wait": "0s",
+                    "group_interval": "1m",
+                    "repeat_interval": "1m",
+                },
+                {"matchers": ['severity="critical"'], "receiver": "cluster-admins", "repeat_interval": "1h"},
+            ],
         },
         "inhibit_rules": [
             {  # a host that is down explains every other alert of that host
@@ -95,6 +111,6 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None) -> str:
                 "equal": ["host"],
             }
         ],
-        "receivers": [receiver],
+        "receivers": [receiver, watchdog],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False)

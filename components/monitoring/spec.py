@@ -39,6 +39,24 @@ THRESHOLDS: dict[str, Threshold] = {
     ),
     "drained_hours": Threshold(6, "h", "assumption: a drain that outlives a working day is forgotten"),
     "nfs_probe_stale_s": Threshold(600, "s", "the probe runs every 2 min; 5 missed runs"),
+    "exhaust_c": Threshold(
+        50, "°C", "assumption: the sheets' 22 °C inlet plus the 15-25 °C rise of an air-cooled GPU server at full "
+        "load (a healthy busy 5.5 kW node exhausts at 33-37 °C); the BMC's own critical thresholds alert separately"
+    ),
+    "textfile_stale_s": Threshold(600, "s", "the collectors run every 1-2 min; 5 missed runs"),
+    "disk_free_ratio": Threshold(
+        0.05, "ratio", "assumption: under 5 % free, slurmd, Docker and journald start failing"
+    ),
+    "disk_filling_ratio": Threshold(0.25, "ratio", "assumption: a disk with a quarter free is not yet worth a page"),
+    "memory_available_ratio": Threshold(
+        0.05, "ratio", "assumption: under 5 % available the kernel reclaims hard and the OOM killer is near"
+    ),
+    "clock_offset_s": Threshold(
+        0.05, "s", "assumption: well inside munge's 300 s credential window and Slurm's job timing; NTP keeps 1 ms"
+    ),
+    "edac_correctable_per_h": Threshold(
+        10, "errors/h", "assumption: a DIMM logging more than a few corrected errors an hour is failing"
+    ),
 }
 
 
@@ -72,3 +90,4 @@ class MonitoringSpec:
     mount_point: str = "/srv/gfsv"
     nfs_server: str = ""
     nfs_pseudo: str = "/gv"
+    gpu_metrics: str = "nvidia-smi"  # "nvidia-smi": this project's collector; "dcgm": the site's DCGM exporter

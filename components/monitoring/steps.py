@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.monitoring import dashboards
+from components.monitoring import dashboards, exporter_config
 from components.monitoring.spec import IPMI_PORT, NODE_PORT, TEXTFILE_DIR
 from components.scripts import Raw, RemoteScript, fill, put_file, script
 
@@ -27,6 +27,7 @@ EXPORTER_READY_TIMEOUT_S = 30  # an exporter answers within seconds of its start
 LIBEXEC = "/usr/local/libexec/hpc-cluster"
 UNIT_DIR = "/etc/systemd/system"
 DASHBOARD_DIR = "/etc/hpc-cluster/grafana/dashboards"
+COLLECTOR_FILES = ("gluster_metrics.py", "nfs_probe.sh", "slurm_metrics.sh", "gpu_metrics.sh")
 
 
 def _step(host: str, name: str, body: str, undo: str) -> RemoteScript:
@@ -56,10 +57,14 @@ def exporters(
     storage_volume: str | None,
     probe: tuple[str, str] | None,
     slurm_container: str | None,
+    gpus: int = 0,
+    gpu_metrics: str = "nvidia-smi",
 ) -> RemoteScript:
     """node exporter (+ NVMe collector) everywhere, IPMI exporter with a BMC, and the host's
     collectors: Gluster health (``storage_volume``), the NFS probe (``probe``: mount point and
-    the export's nfs:// URL) and Slurm states (``slurm_container``)."""
+    the export's nfs:// URL), Slurm states (``slurm_container``) and, on a host with ``gpus``,
+    GPU health from nvidia-smi and the kernel log (plus the DCGM counters file the site's DCGM
+    exporter reads when ``gpu_metrics`` is ``dcgm``)."""
     packages = [
         "prometheus-node-exporter",
         "prometheus-node-exporter-collectors",
@@ -109,6 +114,14 @@ def exporters(
             )
         )
         timers.append("hpc-slurm-metrics.timer")
+    if gpus:
+        collectors.append(put_file(f"{LIBEXEC}/gpu_metrics.sh", "0755", collector_text("gpu_metrics.sh")))
+        collectors.append(
+            _timer(
+                "gpu-metrics", "GPU health metrics", f"{LIBEXEC}/gpu_metrics.sh {gpus} {TEXTFILE_DIR}/gpu.prom", "1min"
+            )
+        )
+        timers.append("hpc-gpu-metrics.timer")
     services = [*units, *(["prometheus-ipmi-exporter"] if bmc else []), *timers]
     ipmi_wait = (
         f'hpc_wait {EXPORTER_READY_TIMEOUT_S} "the IPMI exporter on :{IPMI_PORT}" '
@@ -124,15 +137,34 @@ def exporters(
         timeout=EXPORTER_READY_TIMEOUT_S,
         node_port=NODE_PORT,
         ipmi_wait=Raw(ipmi_wait if bmc else ""),
+        node_defaults=Raw(exporter_config.node_exporter_defaults().rstrip()),
+        ipmi=Raw(_ipmi_setup() if bmc else ""),
+        dcgm=Raw(
+            put_file(exporter_config.DCGM_COUNTERS, "0644", exporter_config.dcgm_counters())
+            if gpus and gpu_metrics == "dcgm"
+            else ""
+        ),
     )
     undo = fill(
         SCRIPTS / "exporters-delete.sh",
         stop_timers=Raw("".join(f"hpc_service_down {t}\n" for t in timers)),
-        collectors=[f"{LIBEXEC}/{n}" for n in ("gluster_metrics.py", "nfs_probe.sh", "slurm_metrics.sh")],
+        collectors=[f"{LIBEXEC}/{n}" for n in COLLECTOR_FILES],
         unit_dir=UNIT_DIR,
         textfile_dir=TEXTFILE_DIR,
     )
     return _step(host, "exporters", body, undo)
+
+
+def _ipmi_setup() -> str:
+    files = [
+        (exporter_config.IPMI_CONFIG, exporter_config.ipmi_config()),
+        ("/etc/default/prometheus-ipmi-exporter", exporter_config.ipmi_defaults()),
+        (f"{UNIT_DIR}/prometheus-ipmi-exporter.service.d/hpc-cluster.conf", exporter_config.ipmi_unit_dropin()),
+        ("/etc/udev/rules.d/60-hpc-ipmi.rules", exporter_config.ipmi_udev_rule()),
+    ]
+    mark = "if hpc_file_changed; then ipmi_changed=1; fi\n"
+    lines = "".join(put_file(path, "0644", text) + mark for path, text in files)
+    return fill(SCRIPTS / "ipmi-exporter.sh", user=exporter_config.IPMI_USER, files=Raw(lines.rstrip()))
 
 
 def prometheus(host: str, config: str, rules: str, retention: str) -> RemoteScript:

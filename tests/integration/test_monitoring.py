@@ -13,6 +13,7 @@ import urllib.parse
 
 import pytest
 
+from components.monitoring import rules
 from offline import plan
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, run_step, steps
@@ -83,9 +84,40 @@ def test_prometheus_scrapes_every_planned_target_and_loads_every_alert(lab):
     }
     groups = prom(lab, "/api/v1/rules")["data"]["groups"]
     alerting = [r["name"] for g in groups for r in g["rules"] if r["type"] == "alerting"]
-    assert len(alerting) == 17 and "GlusterBrickOffline" in alerting
+    assert sorted(alerting) == sorted(a.name for a in rules.alerts()) and "GlusterBrickOffline" in alerting
     status = lab.ssh("gl1", "curl -fsS http://127.0.0.1:9093/api/v2/status").stdout
     assert json.loads(status)["cluster"]["status"] in ("ready", "disabled")
+
+
+def alertmanager_alerts(lab, name: str) -> list[dict]:
+    url = "http://127.0.0.1:9093/api/v2/alerts?filter=" + urllib.parse.quote(f'alertname="{name}"')
+    return json.loads(lab.ssh("gl1", f"curl -fsS {shlex.quote(url)}").stdout)
+
+
+def test_the_watchdog_fires_and_reaches_its_own_receiver_in_alertmanager(lab):
+    """The dead-man's switch: Prometheus evaluates the always-firing rule and the real
+    Alertmanager routes it to the watchdog receiver, never to the admins."""
+    labmod.wait_until(lambda: alert_states(lab, "Watchdog") == ["firing"], "Watchdog firing in Prometheus", 60)
+    labmod.wait_until(lambda: alertmanager_alerts(lab, "Watchdog"), "Watchdog in Alertmanager", 60)
+    (alert,) = alertmanager_alerts(lab, "Watchdog")
+    assert [r["name"] for r in alert["receivers"]] == ["watchdog"] and alert["status"]["state"] == "active"
+
+
+def test_a_slurm_collector_that_cannot_reach_the_controller_alerts(lab):
+    """The collector's failure path on the real textfile collector and rules: no controller to
+    ask (here no Docker daemon at all) writes hpc_slurm_up 0 and hpc_slurmdbd_up 0, which
+    SlurmControllerDown and SlurmDbdDown read (before, the node series just vanished)."""
+    prom_file = f"{TEXTFILES}/slurm.prom"
+    out = lab.ssh("gl1", f"DOCKER_HOST=unix:///nonexistent.sock {LIBEXEC}/slurm_metrics.sh slurm-head {prom_file}")
+    assert "slurm_metrics: sinfo:" in out.stderr and "Cannot connect to the Docker daemon" in out.stderr, out.stderr
+    try:
+        text = lab.ssh("gl1", f"cat {prom_file}").stdout
+        assert "hpc_slurm_up 0" in text and "hpc_slurmdbd_up 0" in text, text
+        labmod.wait_until(lambda: query(lab, "hpc_slurm_up").get("gl1") == 0.0, "Prometheus sees it", 30)
+        for name in ("SlurmControllerDown", "SlurmDbdDown"):
+            labmod.wait_until(lambda n=name: alert_states(lab, n) == ["pending"], f"{name} pending", 30)
+    finally:
+        lab.ssh("gl1", f"rm -f {prom_file}")
 
 
 def collect_gluster(lab) -> str:

@@ -776,7 +776,7 @@ def test_the_slurm_collector_reports_node_states_and_a_drain(cluster, tmp_path):
         return out.read_text()
 
     text = collect()
-    assert "hpc_slurm_up 1" in text
+    assert "hpc_slurm_up 1" in text and "hpc_slurmdbd_up 1" in text, text
     for node in ("w1", "w2", "c1"):
         assert f'hpc_slurm_node_down{{node="{node}",state="idle"}} 0' in text, text
         assert f'hpc_slurm_node_drained{{node="{node}"}} 0' in text

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Slurm node states and GPU allocation for node exporter's textfile collector (hpc-cluster).
+# Slurm node states, GPU allocation and whether slurmctld and slurmdbd answer, for node
+# exporter's textfile collector (hpc-cluster).
 # Usage: slurm_metrics.sh CONTAINER OUTPUT.prom  (runs sinfo/squeue inside the head container)
 set -euo pipefail
 container=$1 out=$2
 nodes=$(docker exec "$container" sinfo -h -N -o '%N %t %G' 2>&1) || { echo "slurm_metrics: sinfo: $nodes" >&2; up=0; nodes=""; }
 up=${up:-1}
+# slurmdbd answers sacctmgr (through the controller host's munge); fair share and accounting need it
+if dbd=$(docker exec "$container" sacctmgr -n -P list cluster format=cluster 2>&1); then
+  dbd_up=1
+else
+  echo "slurm_metrics: sacctmgr: $dbd" >&2
+  dbd_up=0
+fi
 tmp=$(mktemp "$(dirname "$out")/.slurm.XXXXXX")
 {
   echo "# TYPE hpc_slurm_up gauge"
   echo "hpc_slurm_up $up"
+  echo "# TYPE hpc_slurmdbd_up gauge"
+  echo "hpc_slurmdbd_up $dbd_up"
   echo "# TYPE hpc_slurm_node_down gauge"
   echo "# TYPE hpc_slurm_node_drained gauge"
   echo "# TYPE hpc_slurm_node_gpus gauge"
