@@ -26,6 +26,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 from pydantic.alias_generators import to_camel
 
+# XIDs that mean the node needs a GPU reset, a reboot or a repair, from NVIDIA's XID catalogue
+# (docs.nvidia.com/deploy/xid-errors): 48 double-bit ECC, 62 internal micro-controller halt, 64
+# row-remapping failure, 74 NVLink error, 79 fallen off the bus, 92 high single-bit ECC rate,
+# 95 uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC. Errors a program causes
+# (13, 31, 43) and contained ones the application recovers from (94) do not drain a node.
+CRITICAL_XIDS = (48, 62, 64, 74, 79, 92, 95, 119, 120, 140)
+
 MIB_PER_GIB = 1024
 # Memory Slurm must not hand to jobs: the kernel's page metadata (struct page is 64 B per 4 KiB
 # page, ~1.6 %) plus firmware reservations are covered by a 3 % share; 1 GiB more is left for the

@@ -1,5 +1,6 @@
 """The monitoring tier as resources: ``<host>-exporters`` on every host, ``<head>-prometheus``,
-``<head>-alertmanager`` (its config a secret when a webhook is set) and ``<head>-dashboards``."""
+``<head>-alert-drain`` (the receiver that drains faulty nodes), ``<head>-alertmanager`` (its
+config a secret when a webhook is set) and ``<head>-dashboards``."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ class Monitoring(pulumi.ComponentResource):
             )
         head = args.hosts[spec.head]
         after = pulumi.ResourceOptions(parent=self, depends_on=exporters)
+        drain_step = steps.alert_drain(spec.head, args.slurm_container)
+        drain = remote.run(drain_step.step, head, drain_step, opts=after)
         alert_step = steps.alertmanager(spec.head)
         secret = args.webhook_url is not None or args.watchdog_url is not None
         am_config: pulumi.Input[str] = (
@@ -64,7 +67,14 @@ class Monitoring(pulumi.ComponentResource):
                 )
             )
         )
-        alertmanager = remote.run(alert_step.step, head, alert_step, stdin=am_config, secret_stdin=secret, opts=after)
+        alertmanager = remote.run(
+            alert_step.step,
+            head,
+            alert_step,
+            stdin=am_config,
+            secret_stdin=secret,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*exporters, drain]),
+        )
         prom = steps.prometheus(
             spec.head, render_prometheus.prometheus_config(spec), rules.rule_file(spec), spec.retention
         )

@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 from components.monitoring.spec import (
+    ALERT_DRAIN_PORT,
+    ALERT_DRAIN_TOKEN,
     ALERTMANAGER_PORT,
     DCGM_PORT,
     IPMI_PORT,
@@ -79,10 +81,21 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_
     """Every alert to the site's webhook (a secret: this text is only ever a secret Output), critical
     ones repeated hourly; without a webhook, alerts are kept in Alertmanager's UI only. The
     always-firing ``Watchdog`` goes every minute to the dead-man's switch (``watchdog_url``, a
-    secret too), which pages when it stops hearing it, and never to the admins."""
+    secret too), which pages when it stops hearing it, and never to the admins. Alerts labelled
+    ``drain="true"`` go first to the head's receiver, which drains the node they name."""
     receiver: dict[str, Any] = {"name": "cluster-admins"}
     if webhook_url:
         receiver["webhook_configs"] = [{"url": webhook_url, "send_resolved": True}]
+    drain = {  # the head's receiver (programs/alert_drain.py), with the token only the head holds
+        "name": "slurm-drain",
+        "webhook_configs": [
+            {
+                "url": f"http://127.0.0.1:{ALERT_DRAIN_PORT}/",
+                "send_resolved": False,
+                "http_config": {"authorization": {"type": "Bearer", "credentials_file": ALERT_DRAIN_TOKEN}},
+            }
+        ],
+    }
     watchdog: dict[str, Any] = {"name": "watchdog"}
     if watchdog_url:
         watchdog["webhook_configs"] = [{"url": watchdog_url, "send_resolved": False}]
@@ -101,6 +114,14 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_
                     "group_interval": "1m",
                     "repeat_interval": "1m",
                 },
+                {  # a node-fault alert drains its node, then goes on to the admins
+                    "matchers": ['drain="true"'],
+                    "receiver": "slurm-drain",
+                    "group_by": ["alertname", "host", "gpu"],
+                    "group_wait": "0s",
+                    "repeat_interval": "10m",
+                    "continue": True,
+                },
                 {"matchers": ['severity="critical"'], "receiver": "cluster-admins", "repeat_interval": "1h"},
             ],
         },
@@ -111,6 +132,6 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_
                 "equal": ["host"],
             }
         ],
-        "receivers": [receiver, watchdog],
+        "receivers": [receiver, drain, watchdog],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from components.hardware import CRITICAL_XIDS
 from components.monitoring.spec import THRESHOLDS, MonitoringSpec
 
 
@@ -23,6 +24,7 @@ class Alert:
     severity: str
     summary: str
     runbook: str
+    drain: bool = False  # the alert receiver on the head drains the Slurm node it names
 
 
 def _t(key: str) -> float:
@@ -47,18 +49,23 @@ GPU_SERIES = {
     "dcgm": {
         "temp": "DCGM_FI_DEV_GPU_TEMP",
         "throttle": "rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) > 0",
-        "xid": "DCGM_FI_DEV_XID_ERRORS != 0",
+        "xid": "DCGM_FI_DEV_XID_ERRORS",
         "ecc": "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h]) > 0",
         "retired": "DCGM_FI_DEV_RETIRED_PENDING > 0",
     },
     "nvidia-smi": {
         "temp": "hpc_gpu_temperature_celsius",
         "throttle": "hpc_gpu_thermal_slowdown == 1",
-        "xid": "hpc_gpu_xid_last != 0",
+        "xid": "hpc_gpu_xid_last",
         "ecc": "hpc_gpu_ecc_uncorrected_volatile_total > 0",
         "retired": "hpc_gpu_retired_pages_pending == 1",
     },
 }
+
+
+def _critical_xid(series: str) -> str:
+    """The series when its last XID is one that needs a reset or repair (CRITICAL_XIDS)."""
+    return " or ".join(f"{series} == {x}" for x in CRITICAL_XIDS)
 
 
 def alerts(gpu_metrics: str = "nvidia-smi") -> list[Alert]:
@@ -117,7 +124,8 @@ def alerts(gpu_metrics: str = "nvidia-smi") -> list[Alert]:
               "Start the time daemon (`systemctl status chrony systemd-timesyncd`) and check it reaches its server."),
         Alert("HostMemoryEccUncorrectable", "increase(node_edac_uncorrectable_errors_total[1h]) > 0", "0m", "critical",
               "Uncorrectable memory errors on {{ $labels.host }} (controller {{ $labels.controller }})",
-              "Drain the node (a job may have computed garbage); `edac-util -v` names the DIMM to replace."),
+              "The node is drained (a job may have computed garbage); `edac-util -v` names the DIMM to replace.",
+              drain=True),
         Alert("HostMemoryEccCorrectable",
               f"increase(node_edac_correctable_errors_total[1h]) > {_t('edac_correctable_per_h'):g}", "0m", "warning",
               "{{ $value }} corrected memory errors in an hour on {{ $labels.host }}",
@@ -128,19 +136,27 @@ def alerts(gpu_metrics: str = "nvidia-smi") -> list[Alert]:
               "`dmesg | grep -i xid` on the host, then a reset or a reboot."),
         Alert("GpuMissing", "hpc_gpu_count < hpc_gpu_expected", "2m", "critical",
               "{{ $labels.host }} shows {{ $value }} GPUs, fewer than its profile",
-              "A GPU fell off the bus (XID 79) or is not seated: the health check drains the node; reboot, then RMA."),
+              "A GPU fell off the bus (XID 79) or is not seated: the node is drained; reboot, then RMA.",
+              drain=True),
         Alert("GpuTemperatureHigh", f"{gpu['temp']} > {_t('gpu_temp_c'):g}", "5m", "warning",
               "GPU {{ $labels.gpu }} on {{ $labels.host }} at {{ $value }} °C",
               "Check the node's fans and inlet temperature; drain it (scontrol update ... state=drain) if it rises."),
         Alert("GpuThermalThrottling", gpu["throttle"], "10m", "warning",
               "GPU {{ $labels.gpu }} on {{ $labels.host }} is throttling for heat",
               "Jobs on it run slower; check airflow and the rack's cooling, then the GPU's own fan/heatsink."),
-        Alert("GpuXidError", gpu["xid"], "0m", "critical",
+        Alert("GpuXidError", _critical_xid(gpu["xid"]), "0m", "critical",
               "GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID {{ $value }}",
-              "Look the XID up in NVIDIA's XID catalogue; 48/63/64/79 need a drain and a GPU reset or RMA."),
+              "The node is drained (its jobs keep running): look the XID up in NVIDIA's XID catalogue; "
+              "48/64/79/95 need a GPU reset, a reboot or an RMA. Resume it when the GPU passes again.",
+              drain=True),
+        Alert("GpuXidReported", f"{gpu['xid']} != 0 unless ({_critical_xid(gpu['xid'])})", "0m", "warning",
+              "GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID {{ $value }}",
+              "An XID a program causes or recovers from (13, 31, 43, 94): tell the job's owner; it does not "
+              "drain the node."),
         Alert("GpuEccUncorrectable", gpu["ecc"], "0m", "critical",
               "Uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.host }}",
-              "Drain the node; jobs on this GPU may have computed garbage. Reset the GPU; RMA if it repeats."),
+              "The node is drained; jobs on this GPU may have computed garbage. Reset the GPU; RMA if it repeats.",
+              drain=True),
         Alert("GpuRetiredPagesPending", gpu["retired"], "0m", "warning",
               "GPU {{ $labels.gpu }} of {{ $labels.host }} has memory pages waiting for retirement",
               "The retirement takes effect at the next GPU reset: drain the node and reset the GPU when it is idle."),
@@ -235,7 +251,8 @@ def rule_file(spec: MonitoringSpec) -> str:
                     "alert": a.name,
                     "expr": a.expr,
                     "for": a.for_,
-                    "labels": {"severity": a.severity, "cluster": spec.cluster},
+                    "labels": {"severity": a.severity, "cluster": spec.cluster}
+                    | ({"drain": "true"} if a.drain else {}),
                     "annotations": {"summary": a.summary, "runbook": a.runbook},
                 }
                 for a in alerts(spec.gpu_metrics)

@@ -14,6 +14,8 @@ IPMI_PORT = 9290
 DCGM_PORT = 9400
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
+ALERT_DRAIN_PORT = 9095  # the head's alert receiver that drains Slurm nodes (loopback only)
+ALERT_DRAIN_TOKEN = "/etc/prometheus/hpc-alert-drain.token"  # made on the head, never leaves it
 # node exporter's textfile collector directory on Debian: collectors write <name>.prom there.
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 

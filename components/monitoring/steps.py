@@ -18,10 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.monitoring import dashboards, exporter_config
-from components.monitoring.spec import IPMI_PORT, NODE_PORT, TEXTFILE_DIR
+from components.monitoring.spec import ALERT_DRAIN_PORT, ALERT_DRAIN_TOKEN, IPMI_PORT, NODE_PORT, TEXTFILE_DIR
 from components.scripts import Raw, RemoteScript, fill, put_file, script
 
 COLLECTORS = Path(__file__).with_name("collectors")
+PROGRAMS = Path(__file__).with_name("programs")
 SCRIPTS = Path(__file__).with_name("scripts")
 EXPORTER_READY_TIMEOUT_S = 30  # an exporter answers within seconds of its start
 LIBEXEC = "/usr/local/libexec/hpc-cluster"
@@ -184,6 +185,27 @@ def alertmanager(host: str) -> RemoteScript:
     """Alertmanager on the head; its config (the webhook URL is a secret) arrives on stdin and is
     checked by amtool before it replaces the running one."""
     return _step(host, "alertmanager", fill(SCRIPTS / "alertmanager.sh"), "hpc_service_down prometheus-alertmanager\n")
+
+
+def alert_drain(host: str, container: str) -> RemoteScript:
+    """The receiver that drains the Slurm node a ``drain="true"`` alert names, through the head
+    container's ``scontrol``; root (it runs ``docker exec``), loopback only, behind a token."""
+    unit = (
+        "[Unit]\nDescription=Alertmanager receiver that drains faulty Slurm nodes (hpc-cluster)\n"
+        "After=network.target docker.service\n\n[Service]\n"
+        f"ExecStart=/usr/bin/python3 {LIBEXEC}/alert_drain.py 127.0.0.1 {ALERT_DRAIN_PORT} {container} "
+        f"{ALERT_DRAIN_TOKEN}\nRestart=on-failure\nNoNewPrivileges=yes\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    common = {"libexec": LIBEXEC, "unit_dir": UNIT_DIR, "token": ALERT_DRAIN_TOKEN}
+    body = fill(
+        SCRIPTS / "alert-drain.sh",
+        program=Raw((PROGRAMS / "alert_drain.py").read_text().rstrip()),
+        unit=Raw(unit.rstrip()),
+        timeout=EXPORTER_READY_TIMEOUT_S,
+        port=ALERT_DRAIN_PORT,
+        **common,
+    )
+    return _step(host, "alert-drain", body, fill(SCRIPTS / "alert-drain-delete.sh", **common))
 
 
 def dashboard_files(host: str) -> RemoteScript:

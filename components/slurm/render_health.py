@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.hardware import HardwareProfile
+from components.hardware import CRITICAL_XIDS, HardwareProfile
 from components.scripts import Raw, fill
 
 SCRIPTS = Path(__file__).with_name("scripts")
@@ -34,12 +34,6 @@ PROGRAM = f"{HEALTH_DIR}/hpc-healthcheck"
 REASON_PREFIX = "hpc-health:"
 SHARED_IN_CONTAINER = "/home"  # the shared volume's home directory, as the worker container mounts it
 TOOL_TIMEOUT_S = 30  # one tool call (nvidia-smi hangs on a GPU that fell off the bus)
-# XIDs that mean the node needs a GPU reset, a reboot or a repair, from NVIDIA's XID catalogue
-# (docs.nvidia.com/deploy/xid-errors): 48 double-bit ECC, 62 internal micro-controller halt, 64
-# row-remapping failure, 74 NVLink error, 79 fallen off the bus, 92 high single-bit ECC rate,
-# 95 uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC. Errors a program causes
-# (13, 31, 43) and contained ones the application recovers from (94) do not drain a node.
-CRITICAL_XIDS = (48, 62, 64, 74, 79, 92, 95, 119, 120, 140)
 NODE_STATES = ("any", "alloc", "idle", "mixed", "nondrained_idle")  # HealthCheckNodeState's values
 FABRIC_MIN_GPUS = 4  # NVLink boards with this many GPUs or more carry NVSwitches (HGX)
 

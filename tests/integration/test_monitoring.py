@@ -60,12 +60,16 @@ def test_the_plan_installs_exporters_prometheus_and_alertmanager(lab, planned):
         assert "hpc: changed: started prometheus-node-exporter" in outs[f"{h}-exporters"], outs[f"{h}-exporters"]
     assert "hpc: changed: started prometheus" in outs["gl1-prometheus"]
     assert "hpc: changed: started prometheus-alertmanager" in outs["gl1-alertmanager"]
+    assert "hpc: changed: started hpc-alert-drain" in outs["gl1-alert-drain"], outs["gl1-alert-drain"]
+    assert lab.ssh("gl1", "stat -c '%a %U %G' /etc/prometheus/hpc-alert-drain.token").stdout.split() == [
+        "640", "root", "prometheus"]  # fmt: skip
     assert lab.ssh("gl1", f"test -x {LIBEXEC}/gluster_metrics.py && test -x {LIBEXEC}/slurm_metrics.sh").returncode == 0
     assert lab.ssh("gl2", f"test ! -e {LIBEXEC}/gluster_metrics.py && test -x {LIBEXEC}/nfs_probe.sh").returncode == 0
 
 
 def test_a_second_run_changes_nothing(lab, planned):
-    monitoring = [n for n in planned if n.endswith(("-exporters", "-prometheus", "-alertmanager", "-dashboards"))]
+    kinds = ("-exporters", "-prometheus", "-alertmanager", "-alert-drain", "-dashboards")
+    monitoring = [n for n in planned if n.endswith(kinds)]
     for name in monitoring:
         out = run_step(lab, planned[name]).stdout
         assert out.rstrip().endswith("hpc: result=unchanged"), f"{name}:\n{out}"
@@ -196,9 +200,10 @@ def test_the_dashboards_are_installed_for_grafana(lab):
 
 
 def test_deleting_stops_the_collectors_and_keeps_the_history(lab, planned):
-    for name in ("gl1-prometheus", "gl2-exporters"):
+    for name in ("gl1-prometheus", "gl2-exporters", "gl1-alert-drain"):
         out = run_step(lab, planned[name], delete=True).stdout
         assert "hpc: result=" in out
     assert lab.ssh("gl2", f"test ! -e {LIBEXEC}/nfs_probe.sh && test ! -e {TEXTFILES}/nfs_probe.prom").returncode == 0
     assert lab.ssh("gl1", "test -d /var/lib/prometheus/metrics2/wal").returncode == 0
     assert lab.ssh("gl1", "systemctl is-active prometheus", check=False).returncode != 0
+    assert lab.ssh("gl1", "test ! -e /etc/prometheus/hpc-alert-drain.token").returncode == 0

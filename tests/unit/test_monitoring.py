@@ -157,7 +157,9 @@ GPU_CASES: dict[str, dict[str, Case]] = {
                                  {'hpc_gpu_thermal_slowdown{host="g1",gpu="1"}': "0x30"}, "20m",
                                  {"host": "g1", "gpu": "1"}),
         "GpuXidError": ({'hpc_gpu_xid_last{host="g1",gpu="2"}': "0 0 79 79 79"},
-                        {'hpc_gpu_xid_last{host="g1",gpu="2"}': "0x5"}, "4m", {"host": "g1", "gpu": "2"}),
+                        {'hpc_gpu_xid_last{host="g1",gpu="2"}': "0 0 13 13 13"}, "4m", {"host": "g1", "gpu": "2"}),
+        "GpuXidReported": ({'hpc_gpu_xid_last{host="g1",gpu="2"}': "0 0 13 13 13"},
+                           {'hpc_gpu_xid_last{host="g1",gpu="2"}': "0 0 79 79 79"}, "4m", {"host": "g1", "gpu": "2"}),
         "GpuEccUncorrectable": ({'hpc_gpu_ecc_uncorrected_volatile_total{host="g1",gpu="3"}': "0 0 1 1 1"},
                                 {'hpc_gpu_ecc_uncorrected_volatile_total{host="g1",gpu="3"}': "0x5"}, "4m",
                                 {"host": "g1", "gpu": "3"}),
@@ -171,8 +173,10 @@ GPU_CASES: dict[str, dict[str, Case]] = {
         "GpuThermalThrottling": ({'DCGM_FI_DEV_THERMAL_VIOLATION{host="g1",gpu="1"}': "0+1000x30"},
                                  {'DCGM_FI_DEV_THERMAL_VIOLATION{host="g1",gpu="1"}': "5x30"}, "20m",
                                  {"host": "g1", "gpu": "1"}),
-        "GpuXidError": ({'DCGM_FI_DEV_XID_ERRORS{host="g1",gpu="2"}': "0 0 79 79 79"},
+        "GpuXidError": ({'DCGM_FI_DEV_XID_ERRORS{host="g1",gpu="2"}': "0 0 48 48 48"},
                         {'DCGM_FI_DEV_XID_ERRORS{host="g1",gpu="2"}': "0x5"}, "4m", {"host": "g1", "gpu": "2"}),
+        "GpuXidReported": ({'DCGM_FI_DEV_XID_ERRORS{host="g1",gpu="2"}': "0 0 31 31 31"},
+                           {'DCGM_FI_DEV_XID_ERRORS{host="g1",gpu="2"}': "0x5"}, "4m", {"host": "g1", "gpu": "2"}),
         "GpuEccUncorrectable": ({'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{host="g1",gpu="3"}': "0 0 1 1 1"},
                                 {'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{host="g1",gpu="3"}': "4x5"}, "4m",
                                 {"host": "g1", "gpu": "3"}),
@@ -226,8 +230,11 @@ def test_each_alert_fires_when_it_should_and_stays_quiet_when_it_should_not(tmp_
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(doc))
     tests = []
     severity = {a.name: a.severity for a in rules.alerts(mode)}
+    drains = {a.name for a in rules.alerts(mode) if a.drain}
     for name, (firing, quiet, at, labels) in cases(mode).items():
         expected = {**labels, "severity": severity[name], "cluster": "test"}
+        if name in drains:
+            expected["drain"] = "true"
         runs = [(firing, [{"exp_labels": expected}], at)]
         if quiet is not None:
             runs.append((quiet, [], QUIET_AT.get(name, at)))
