@@ -39,6 +39,7 @@ from stacks.config_base import (
     Environment,
     Role,
     _Model,
+    password_problems,
     secret_problem,
 )
 from stacks.config_errors import Problem, encode
@@ -96,6 +97,7 @@ class ClusterConfig(_Model):
 
     def _site(self) -> Iterator[Problem]:
         yield from config_site.problems(self.hosts, self.network, self.inference, self.slurm.registry)
+        yield from config_site.monitoring_problems(self.monitoring, self.network)
 
     def _people(self) -> Iterator[Problem]:
         yield from People.model_construct(users=self.users, groups=self.groups).problems()
@@ -357,9 +359,10 @@ SECRET_KEYS = (
     "alertWebhookUrl",
     "watchdogWebhookUrl",
     "ldapBindPassword",
+    "monitoringPassword",
 )
 # The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
-PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken")
+PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken", "monitoringPassword")
 REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
 
 
@@ -374,6 +377,7 @@ class ClusterSecrets:
     alert_webhook_url: pulumi.Output[str] | None = None
     watchdog_webhook_url: pulumi.Output[str] | None = None
     ldap_bind_password: pulumi.Output[str] | None = None
+    monitoring_password: pulumi.Output[str] | None = None  # required when monitoring is enabled
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -423,8 +427,14 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
     models = cluster is None or bool(cluster.inference.models)
     ldap = cluster.identity.ldap if cluster is not None else None
     binds = ldap is not None and ldap.bind_dn is not None
+    monitored = cluster is None or cluster.monitoring.enabled
     for key in SECRET_KEYS:
-        required = key in REQUIRED_SECRET_KEYS or (key == "hfToken" and models) or (key == "ldapBindPassword" and binds)
+        required = (
+            key in REQUIRED_SECRET_KEYS
+            or (key == "hfToken" and models)
+            or (key == "ldapBindPassword" and binds)
+            or (key == "monitoringPassword" and monitored)
+        )
         if (problem := secret_problem(key, cfg.get(key), required)) is not None:
             found.append(problem)
     if bool(cfg.get("tlsCertificate")) != bool(cfg.get("tlsKey")):
@@ -433,6 +443,7 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         found.append(
             (f"{NAMESPACE}:ldapBindPassword", "set only with hpc:identity.ldap.bindDn (else the bind is anonymous)")
         )
+    found.extend(password_problems(f"{NAMESPACE}:monitoringPassword", cfg.get("monitoringPassword")))
     if found or cluster is None:
         raise ConfigError.of(found)
     for warning in config_checks.warnings(cluster.inference.models):
@@ -449,6 +460,7 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         alert_webhook_url=webhook,
         watchdog_webhook_url=cfg.get_secret("watchdogWebhookUrl") if cfg.get("watchdogWebhookUrl") else None,
         ldap_bind_password=cfg.get_secret("ldapBindPassword") if binds else None,
+        monitoring_password=cfg.get_secret("monitoringPassword") if monitored else None,
     )
 
 

@@ -102,6 +102,20 @@ CONTAINER_ROLES = (Role.SLURM_HEAD, Role.GPU_WORKER, Role.CPU_WORKER, Role.LOGIN
 WORKER_ROLES = (Role.GPU_WORKER, Role.CPU_WORKER)
 
 
+MIN_PASSWORD = 16
+
+
+def password_problems(full: str, value: str | None) -> list[tuple[str, str]]:
+    """A login password the hosts hash (the value itself is never printed)."""
+    if not value or value.strip().lower() in PLACEHOLDER_SECRETS:
+        return []  # missing or a placeholder: secret_problem says so
+    if len(value) < MIN_PASSWORD:
+        return [(full, f"at least {MIN_PASSWORD} characters, please (this one is {len(value)})")]
+    if any(not c.isprintable() for c in value):
+        return [(full, "one line of printable characters, please (no newline or control characters)")]
+    return []
+
+
 def secret_problem(key: str, value: str | None, required: bool) -> tuple[str, str] | None:
     """What is wrong with a secret input, if anything (the value itself is never printed)."""
     full = f"{NAMESPACE}:{key}"

@@ -306,6 +306,11 @@ class MonitoringConfig(_Model):
         default="nvidia-smi",
         description="Where GPU metrics come from: this project's nvidia-smi collector, or the site's DCGM exporter.",
     )
+    admin_networks: list[IPv4Network] = Field(
+        default_factory=list,
+        description="Networks (besides the head's loopback) that may reach Prometheus and Alertmanager "
+        "(never the container range); both ask for TLS and the login either way.",
+    )
 
 
 class K3sConfig(_Model):

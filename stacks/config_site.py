@@ -6,19 +6,30 @@ Each rule names the key it blames and the host-side failure it prevents:
 - ``inference.publicHost`` given as an address inside ``network.containerRange``: that address
   belongs to a Slurm container's macvlan interface, which Traefik on the k3s host never answers;
 - ``slurm.registry`` on loopback (localhost, 127.0.0.0/8, ::1): every worker pulls from itself,
-  where no registry runs (the head pushes to its own loopback).
+  where no registry runs (the head pushes to its own loopback);
+- ``monitoring.adminNetworks`` that include the container range or k3s's pod network: the head's
+  firewall would let every Slurm job or pod reach Prometheus's and Alertmanager's login.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from ipaddress import IPv4Address, ip_address
+from ipaddress import IPv4Address, IPv4Network, ip_address
 
 from stacks.config_base import Role
 from stacks.config_errors import Problem
-from stacks.config_parts import HostConfig, InferenceConfig, NetworkConfig
+from stacks.config_parts import HostConfig, InferenceConfig, MonitoringConfig, NetworkConfig
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+K3S_POD_NETWORK = IPv4Network("10.42.0.0/16")  # k3s's default cluster CIDR (pods' own addresses)
+
+
+def monitoring_problems(monitoring: MonitoringConfig, network: NetworkConfig) -> Iterator[Problem]:
+    for i, n in enumerate(monitoring.admin_networks):
+        for what, other in (("the container range", network.container_range), ("k3s's pod network", K3S_POD_NETWORK)):
+            if n.overlaps(other):
+                why = f"{n} includes {what} {other}: every job or pod there could reach the monitoring login"
+                yield (f"monitoring.adminNetworks[{i}]", f"{why}; list the admins' networks only")
 
 
 def problems(

@@ -37,6 +37,7 @@ def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
         nfs_server=str(gateway.address),
         nfs_pseudo=cfg.storage.export_pseudo,
         gpu_metrics=cfg.monitoring.gpu_metrics,
+        admin_networks=tuple(str(n) for n in cfg.monitoring.admin_networks),
     )
 
 
@@ -55,6 +56,7 @@ def build_monitoring(
     after: dict[str, list[pulumi.Resource]] = {name: [mount] for name, mount in mounts.items()}
     if head_container is not None:
         after.setdefault(spec.head, []).append(head_container)
+    assert secrets.monitoring_password is not None  # config.load requires it with monitoring
     if secrets.alert_webhook_url is None:
         pulumi.log.warn("hpc:alertWebhookUrl is not set: alerts are shown in Alertmanager only, nobody is paged")
     Monitoring(
@@ -66,6 +68,7 @@ def build_monitoring(
             probe_url=f"nfs://{spec.nfs_server}{spec.nfs_pseudo}",
             storage_cli_host=cfg.storage_cli_host.name,
             slurm_container=HEAD_CONTAINER,
+            password=secrets.monitoring_password,
             webhook_url=secrets.alert_webhook_url,
             watchdog_url=secrets.watchdog_webhook_url,
         ),

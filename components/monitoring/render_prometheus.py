@@ -5,7 +5,8 @@ wear, Gluster, NFS-probe and Slurm collectors), ``ipmi`` (hosts with a BMC: inle
 temperature, fans, PSU power, DCMI power), ``dcgm`` (GPU hosts, when the site runs NVIDIA's DCGM
 exporter: ``gpuMetrics: dcgm``; otherwise GPU health comes through node exporter), ``vllm``
 (each model server's ``/metrics``)
-and ``prometheus`` itself. Every target carries ``host`` (and ``rack``) labels, so alerts and
+and ``prometheus`` itself (over TLS, with the password: it asks the same login of itself as of
+anyone, and so does Alertmanager). Every target carries ``host`` (and ``rack``) labels, so alerts and
 dashboards name machines as the stack does, never by address.
 """
 
@@ -18,11 +19,15 @@ import yaml
 from components.monitoring.spec import (
     ALERT_DRAIN_PORT,
     ALERT_DRAIN_TOKEN,
+    ALERT_RELAY_PORT,
     ALERTMANAGER_PORT,
     DCGM_PORT,
     IPMI_PORT,
     NODE_PORT,
     PROMETHEUS_PORT,
+    WEB_CERT,
+    WEB_PASSWORD,
+    WEB_USER,
     HostTarget,
     MonitoringSpec,
 )
@@ -39,10 +44,19 @@ def _static(hosts: list[HostTarget], port: int) -> list[dict[str, Any]]:
     return out
 
 
+# How Prometheus reaches itself and Alertmanager: TLS against the head's own certificate, and the
+# login (the password file is made on the head from hpc:monitoringPassword).
+SELF_CLIENT: dict[str, Any] = {
+    "scheme": "https",
+    "tls_config": {"ca_file": WEB_CERT},
+    "basic_auth": {"username": WEB_USER, "password_file": WEB_PASSWORD},
+}
+
+
 def scrape_jobs(spec: MonitoringSpec) -> list[dict[str, Any]]:
     hosts = list(spec.hosts)
     jobs: list[dict[str, Any]] = [
-        {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{PROMETHEUS_PORT}"]}]},
+        {"job_name": "prometheus", **SELF_CLIENT, "static_configs": [{"targets": [f"127.0.0.1:{PROMETHEUS_PORT}"]}]},
         {"job_name": "node", "static_configs": _static(hosts, NODE_PORT)},
     ]
     if bmc := [h for h in hosts if h.bmc]:
@@ -71,21 +85,36 @@ def prometheus_config(spec: MonitoringSpec) -> str:
             "external_labels": {"cluster": spec.cluster},
         },
         "rule_files": [RULE_FILE],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{ALERTMANAGER_PORT}"]}]}]},
+        "alerting": {
+            "alertmanagers": [{**SELF_CLIENT, "static_configs": [{"targets": [f"127.0.0.1:{ALERTMANAGER_PORT}"]}]}]
+        },
         "scrape_configs": scrape_jobs(spec),
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False)
 
 
-def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_url: str | None = None) -> str:
-    """Every alert to the site's webhook (a secret: this text is only ever a secret Output), critical
-    ones repeated hourly; without a webhook, alerts are kept in Alertmanager's UI only. The
-    always-firing ``Watchdog`` goes every minute to the dead-man's switch (``watchdog_url``, a
-    secret too), which pages when it stops hearing it, and never to the admins. Alerts labelled
-    ``drain="true"`` go first to the head's receiver, which drains the node they name."""
-    receiver: dict[str, Any] = {"name": "cluster-admins"}
-    if webhook_url:
-        receiver["webhook_configs"] = [{"url": webhook_url, "send_resolved": True}]
+def _relayed(name: str) -> dict[str, Any]:
+    """A receiver that posts to the head's relay, which forwards to the URL only the head holds."""
+    return {
+        "name": name,
+        "webhook_configs": [
+            {
+                "url": f"http://127.0.0.1:{ALERT_RELAY_PORT}/{name}",
+                "send_resolved": name != "watchdog",
+                "http_config": {"authorization": {"type": "Bearer", "credentials_file": ALERT_DRAIN_TOKEN}},
+            }
+        ],
+    }
+
+
+def alertmanager_config(spec: MonitoringSpec, webhook: bool, watchdog: bool = False) -> str:
+    """Every alert to the site's webhook, critical ones repeated hourly; without a webhook
+    (``webhook`` False), alerts are kept in Alertmanager's UI only. The always-firing ``Watchdog``
+    goes every minute to the dead-man's switch (when ``watchdog``), which pages when it stops
+    hearing it, and never to the admins. Both URLs are secrets: Alertmanager posts to the head's
+    relay (``programs/alert_relay.py``), so no URL is in this config, its UI or its API. Alerts
+    labelled ``drain="true"`` go first to the head's receiver, which drains the node they name."""
+    receiver: dict[str, Any] = _relayed("cluster-admins") if webhook else {"name": "cluster-admins"}
     drain = {  # the head's receiver (programs/alert_drain.py), with the token only the head holds
         "name": "slurm-drain",
         "webhook_configs": [
@@ -96,9 +125,7 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_
             }
         ],
     }
-    watchdog: dict[str, Any] = {"name": "watchdog"}
-    if watchdog_url:
-        watchdog["webhook_configs"] = [{"url": watchdog_url, "send_resolved": False}]
+    watchdog_receiver: dict[str, Any] = _relayed("watchdog") if watchdog else {"name": "watchdog"}
     doc = {
         "route": {
             "receiver": "cluster-admins",
@@ -132,6 +159,6 @@ def alertmanager_config(spec: MonitoringSpec, webhook_url: str | None, watchdog_
                 "equal": ["host"],
             }
         ],
-        "receivers": [receiver, drain, watchdog],
+        "receivers": [receiver, drain, watchdog_receiver],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False)

@@ -16,6 +16,15 @@ PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
 ALERT_DRAIN_PORT = 9095  # the head's alert receiver that drains Slurm nodes (loopback only)
 ALERT_DRAIN_TOKEN = "/etc/prometheus/hpc-alert-drain.token"  # made on the head, never leaves it
+ALERT_RELAY_PORT = 9096  # the head's relay to the site's webhooks, whose URLs stay in 0600 files (loopback)
+ALERT_RELAY_DIR = "/etc/prometheus/hpc-webhooks"  # <receiver>.url, 0600 root: never in a UI or a config
+# TLS and basic auth of Prometheus and Alertmanager (their --web.config.file): made on the head.
+WEB_DIR = "/etc/prometheus/hpc-web"
+WEB_CONFIG = f"{WEB_DIR}/web.yml"
+WEB_CERT = f"{WEB_DIR}/cert.pem"  # self-signed, made on the head; its key never leaves it
+WEB_KEY = f"{WEB_DIR}/key.pem"
+WEB_PASSWORD = f"{WEB_DIR}/password"  # Prometheus's own copy, to reach itself and Alertmanager
+WEB_USER = "admin"  # the login; its password is hpc:monitoringPassword
 # node exporter's textfile collector directory on Debian: collectors write <name>.prom there.
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
@@ -93,3 +102,8 @@ class MonitoringSpec:
     nfs_server: str = ""
     nfs_pseudo: str = "/gv"
     gpu_metrics: str = "nvidia-smi"  # "nvidia-smi": this project's collector; "dcgm": the site's DCGM exporter
+    admin_networks: tuple[str, ...] = ()  # besides loopback, who may reach Prometheus and Alertmanager
+
+    @property
+    def head_address(self) -> str:
+        return next(h.address for h in self.hosts if h.name == self.head)

@@ -17,8 +17,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.monitoring import dashboards, exporter_config
-from components.monitoring.spec import ALERT_DRAIN_PORT, ALERT_DRAIN_TOKEN, IPMI_PORT, NODE_PORT, TEXTFILE_DIR
+from components.monitoring import dashboards, exporter_config, firewall
+from components.monitoring.spec import (
+    ALERT_DRAIN_PORT,
+    ALERT_DRAIN_TOKEN,
+    ALERT_RELAY_DIR,
+    ALERT_RELAY_PORT,
+    ALERTMANAGER_PORT,
+    DCGM_PORT,
+    IPMI_PORT,
+    NODE_PORT,
+    PROMETHEUS_PORT,
+    TEXTFILE_DIR,
+    WEB_CERT,
+    WEB_CONFIG,
+    WEB_DIR,
+    WEB_KEY,
+    WEB_PASSWORD,
+    WEB_USER,
+)
 from components.scripts import Raw, RemoteScript, fill, put_file, script
 
 COLLECTORS = Path(__file__).with_name("collectors")
@@ -28,6 +45,9 @@ EXPORTER_READY_TIMEOUT_S = 30  # an exporter answers within seconds of its start
 LIBEXEC = "/usr/local/libexec/hpc-cluster"
 UNIT_DIR = "/etc/systemd/system"
 DASHBOARD_DIR = "/etc/hpc-cluster/grafana/dashboards"
+CERT_DAYS = 825  # the longest lifetime clients accept for a server certificate
+CERT_RENEW_DAYS = 30  # a run within this many days of expiry makes a new one
+RELAYED_RECEIVERS = ("cluster-admins", "watchdog")
 COLLECTOR_FILES = ("gluster_metrics.py", "nfs_probe.sh", "slurm_metrics.sh", "gpu_metrics.sh")
 
 
@@ -58,14 +78,18 @@ def exporters(
     storage_volume: str | None,
     probe: tuple[str, str] | None,
     slurm_container: str | None,
+    prometheus_address: str,
     gpus: int = 0,
     gpu_metrics: str = "nvidia-smi",
+    admin_networks: tuple[str, ...] | None = None,
 ) -> RemoteScript:
     """node exporter (+ NVMe collector) everywhere, IPMI exporter with a BMC, and the host's
     collectors: Gluster health (``storage_volume``), the NFS probe (``probe``: mount point and
     the export's nfs:// URL), Slurm states (``slurm_container``) and, on a host with ``gpus``,
     GPU health from nvidia-smi and the kernel log (plus the DCGM counters file the site's DCGM
-    exporter reads when ``gpu_metrics`` is ``dcgm``)."""
+    exporter reads when ``gpu_metrics`` is ``dcgm``). The host firewall lets only
+    ``prometheus_address`` reach the exporters; on the head (``admin_networks`` given, maybe
+    empty) Prometheus and Alertmanager answer loopback and those networks only."""
     packages = [
         "prometheus-node-exporter",
         "prometheus-node-exporter-collectors",
@@ -73,6 +97,7 @@ def exporters(
         "jq",
         "moreutils",
         "curl",
+        "nftables",
     ]
     if bmc:
         packages.append("prometheus-ipmi-exporter")
@@ -145,6 +170,7 @@ def exporters(
             if gpus and gpu_metrics == "dcgm"
             else ""
         ),
+        firewall=Raw(_firewall(prometheus_address, admin_networks)),
     )
     undo = fill(
         SCRIPTS / "exporters-delete.sh",
@@ -152,8 +178,30 @@ def exporters(
         collectors=[f"{LIBEXEC}/{n}" for n in COLLECTOR_FILES],
         unit_dir=UNIT_DIR,
         textfile_dir=TEXTFILE_DIR,
+        table=firewall.TABLE,
+        unit=firewall.UNIT,
+        rules_file=firewall.RULES_FILE,
     )
     return _step(host, "exporters", body, undo)
+
+
+def _firewall(prometheus_address: str, admin_networks: tuple[str, ...] | None) -> str:
+    head = admin_networks is not None
+    text = firewall.rules(
+        exporter_ports=(NODE_PORT, IPMI_PORT, DCGM_PORT),
+        prometheus_address=prometheus_address,
+        ui_ports=(PROMETHEUS_PORT, ALERTMANAGER_PORT) if head else (),
+        admin_networks=admin_networks or (),
+    )
+    return fill(
+        SCRIPTS / "monitoring-firewall.sh",
+        rules=Raw(text.rstrip()),
+        rules_file=firewall.RULES_FILE,
+        table=firewall.TABLE,
+        unit=firewall.UNIT,
+        unit_text=Raw(firewall.unit().rstrip()),
+        unit_dir=UNIT_DIR,
+    ).rstrip()
 
 
 def _ipmi_setup() -> str:
@@ -168,11 +216,24 @@ def _ipmi_setup() -> str:
     return fill(SCRIPTS / "ipmi-exporter.sh", user=exporter_config.IPMI_USER, files=Raw(lines.rstrip()))
 
 
-def prometheus(host: str, config: str, rules: str, retention: str) -> RemoteScript:
+def listen_address(admin_networks: tuple[str, ...]) -> str:
+    """Loopback only unless admins reach the head over a network (the firewall then keeps
+    everyone else out; TLS and the login apply everywhere)."""
+    return "0.0.0.0" if admin_networks else "127.0.0.1"
+
+
+def prometheus(
+    host: str, config: str, rules: str, retention: str, admin_networks: tuple[str, ...] = ()
+) -> RemoteScript:
     """Prometheus on the head: config and rules checked by promtool before they replace the
-    running ones; a reload (SIGHUP), not a restart, when only they changed."""
-    body = fill(SCRIPTS / "prometheus.sh", config=Raw(config.rstrip()), rules=Raw(rules.rstrip()),
-                retention=Raw(retention))  # fmt: skip
+    running ones; a reload (SIGHUP), not a restart, when only they changed. It asks for TLS and
+    the login (``--web.config.file``) and listens where ``listen_address`` says."""
+    args = (
+        f"--storage.tsdb.retention.time={retention} --web.config.file={WEB_CONFIG} "
+        f"--web.listen-address={listen_address(admin_networks)}:{PROMETHEUS_PORT}"
+    )
+    body = fill(SCRIPTS / "prometheus.sh", config=Raw(config.rstrip()), rules=Raw(rules.rstrip()), args=Raw(args),
+                user=WEB_USER, password_file=WEB_PASSWORD, cert=WEB_CERT, port=PROMETHEUS_PORT)  # fmt: skip
     undo = (
         "hpc_service_down prometheus\n"
         "rm -f /etc/prometheus/hpc-rules.yml\n"
@@ -181,10 +242,67 @@ def prometheus(host: str, config: str, rules: str, retention: str) -> RemoteScri
     return _step(host, "prometheus", body, undo)
 
 
-def alertmanager(host: str) -> RemoteScript:
-    """Alertmanager on the head; its config (the webhook URL is a secret) arrives on stdin and is
-    checked by amtool before it replaces the running one."""
-    return _step(host, "alertmanager", fill(SCRIPTS / "alertmanager.sh"), "hpc_service_down prometheus-alertmanager\n")
+def alertmanager(host: str, admin_networks: tuple[str, ...] = ()) -> RemoteScript:
+    """Alertmanager on the head, one instance (no cluster port), with TLS and the login; its
+    config (no secrets: webhooks go through the relay) arrives on stdin and is checked by amtool
+    before it replaces the running one."""
+    args = (
+        f"--web.config.file={WEB_CONFIG} --web.listen-address={listen_address(admin_networks)}:{ALERTMANAGER_PORT} "
+        "--cluster.listen-address="
+    )
+    body = fill(SCRIPTS / "alertmanager.sh", args=Raw(args), user=WEB_USER, password_file=WEB_PASSWORD,
+                cert=WEB_CERT, port=ALERTMANAGER_PORT)  # fmt: skip
+    return _step(host, "alertmanager", body, "hpc_service_down prometheus-alertmanager\n")
+
+
+def monitoring_web(host: str, address: str) -> RemoteScript:
+    """TLS and the login of Prometheus and Alertmanager on the head; the password (a secret)
+    arrives on stdin."""
+    names = ["localhost", host]
+    ips = ["127.0.0.1", address]
+    san = ",".join([*(f"DNS:{n}" for n in names), *(f"IP:{a}" for a in ips)])
+    shown = ",".join([*(f"DNS:{n}" for n in names), *(f"IPAddress:{a}" for a in ips)])
+    common = {"dir": WEB_DIR}
+    body = fill(
+        SCRIPTS / "monitoring-web.sh",
+        cert=WEB_CERT,
+        key=WEB_KEY,
+        config=WEB_CONFIG,
+        password=WEB_PASSWORD,
+        user=WEB_USER,
+        head=host,
+        san=san,
+        san_shown=shown,
+        days=CERT_DAYS,
+        renew_s=CERT_RENEW_DAYS * 86400,
+        renew_days=CERT_RENEW_DAYS,
+        **common,
+    )
+    return _step(host, "monitoring-web", body, fill(SCRIPTS / "monitoring-web-delete.sh", **common))
+
+
+def alert_relay(host: str) -> RemoteScript:
+    """The relay from Alertmanager to the site's webhooks, whose URLs (secrets) arrive on stdin
+    as JSON and stay in root's files on the head."""
+    unit = (
+        "[Unit]\nDescription=Relay from Alertmanager to the site's webhooks (hpc-cluster)\n"
+        "After=network.target\n\n[Service]\n"
+        f"ExecStart=/usr/bin/python3 {LIBEXEC}/alert_relay.py 127.0.0.1 {ALERT_RELAY_PORT} {ALERT_DRAIN_TOKEN} "
+        f"{ALERT_RELAY_DIR}\nRestart=on-failure\nNoNewPrivileges=yes\nProtectSystem=strict\nProtectHome=yes\n"
+        "PrivateTmp=yes\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    common = {"libexec": LIBEXEC, "unit_dir": UNIT_DIR, "url_dir": ALERT_RELAY_DIR}
+    body = fill(
+        SCRIPTS / "alert-relay.sh",
+        program=Raw((PROGRAMS / "alert_relay.py").read_text().rstrip()),
+        unit=Raw(unit.rstrip()),
+        timeout=EXPORTER_READY_TIMEOUT_S,
+        port=ALERT_RELAY_PORT,
+        token=ALERT_DRAIN_TOKEN,
+        receivers=list(RELAYED_RECEIVERS),
+        **common,
+    )
+    return _step(host, "alert-relay", body, fill(SCRIPTS / "alert-relay-delete.sh", **common))
 
 
 def alert_drain(host: str, container: str) -> RemoteScript:

@@ -26,7 +26,8 @@ pytestmark = [
 
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nengine-test-" + "k" * 40 + "\n-----END OPENSSH PRIVATE KEY-----\n"
 HF_TOKEN = "hf_engineTestToken" + "t" * 20
-SECRETS = {"hpc:sshPrivateKey": SSH_KEY, "hpc:hfToken": HF_TOKEN}
+MONITORING_PASSWORD = "engine-test-monitoring-" + "p" * 8
+SECRETS = {"hpc:sshPrivateKey": SSH_KEY, "hpc:hfToken": HF_TOKEN, "hpc:monitoringPassword": MONITORING_PASSWORD}
 STACKS = ("dev", "prod")
 
 

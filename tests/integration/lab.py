@@ -74,8 +74,11 @@ launch() {
         --storage.tsdb.path=/var/lib/prometheus/metrics2 $ARGS </dev/null >/run/prometheus.log 2>&1 &
       echo $! >/run/prometheus.pid ;;
     prometheus-alertmanager)
+      # shellcheck disable=SC1091
+      ARGS=""; [ ! -f /etc/default/prometheus-alertmanager ] || . /etc/default/prometheus-alertmanager
+      # shellcheck disable=SC2086
       setsid prometheus-alertmanager --config.file=/etc/prometheus/alertmanager.yml \
-        --storage.path=/var/lib/prometheus/alertmanager --cluster.listen-address= \
+        --storage.path=/var/lib/prometheus/alertmanager $ARGS \
         </dev/null >/run/alertmanager.log 2>&1 & echo $! >/run/prometheus-alertmanager.pid ;;
     *.timer) touch "$state/active-$1" ;;  # a timer: the test runs the collector itself
     *)

@@ -1,7 +1,11 @@
 """Monitoring on real daemons: the plan's own steps install node exporter on three storage hosts
 and Prometheus + Alertmanager on the head (Debian's packages); Prometheus scrapes the targets the
 plan rendered; the Gluster collector and the NFS probe run against the real volume and export and
-report a stopped brick and a broken export, which Prometheus sees and alerts on.
+report a stopped brick and a broken export, which Prometheus sees and alerts on. Who can reach
+them (issue 24, point 4): Prometheus and Alertmanager answer only over TLS with the login, each
+host's nftables table lets only the head read its exporters (a "job" namespace with an address
+in the stack's container range is refused), and the Watchdog reaches a dead-man's switch through
+the head's relay while Alertmanager's own API shows no URL.
 
 Runs on the storage lab (tests/integration/storage_stack.py) with a 2 s scrape interval."""
 
@@ -13,7 +17,8 @@ import urllib.parse
 
 import pytest
 
-from components.monitoring import rules
+from components.monitoring import firewall, rules
+from components.monitoring.spec import WEB_CERT
 from offline import plan
 from tests.integration import lab as labmod
 from tests.integration.steps import Step, run_step, steps
@@ -24,24 +29,57 @@ pytestmark = pytest.mark.integration
 TEXTFILES = "/var/lib/prometheus/node-exporter"
 LIBEXEC = "/usr/local/libexec/hpc-cluster"
 HOSTS = ("gl1", "gl2", "gl3")
+JOB = f"{NET}.245"  # a Slurm job's container address: inside the stack's containerRange
+DEADMAN = "http://127.0.0.1:9199/ping/deadman-secret-token"  # hpc:watchdogWebhookUrl: a listener on gl1
+LISTENER = r"""
+import http.server, os, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        n = len(os.listdir(sys.argv[1]))
+        open(os.path.join(sys.argv[1], f"{n}.json"), "wb").write(body)
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+http.server.HTTPServer(("127.0.0.1", 9199), H).serve_forever()
+"""
 
 
 @pytest.fixture(scope="module")
-def lab():
+def lab(planned):
     if labmod.missing_tools("prometheus", "prometheus-node-exporter", "prometheus-alertmanager", "promtool", "amtool"):
         pytest.skip("the Debian monitoring packages are missing (.ci/run installs them)")
-    yield from storage_lab({})
+    if labmod.missing_tools("nft"):
+        pytest.skip("nft (Debian: nftables) is missing (.ci/run installs it)")
+    for up in storage_lab({"cl": f"{NET}.2", "job": JOB}):
+        up.login = login_line(planned)  # type: ignore[attr-defined]
+        yield up
 
 
 @pytest.fixture(scope="module")
 def planned() -> dict[str, Step]:
-    result = plan.run("dev", {**stack(), "hpc:monitoring": {"scrapeInterval": "2s"}})
+    from offline import mocks, record
+
+    with pytest.MonkeyPatch.context() as mp:  # the operator's secret, as `pulumi config set --secret` holds it
+        mp.setattr(
+            record, "stand_in_secret", lambda k: DEADMAN if k == "hpc:watchdogWebhookUrl" else mocks.stand_in_secret(k)
+        )
+        over = {"hpc:monitoring": {"scrapeInterval": "2s"}, "hpc:watchdogWebhookUrl": {"secure": "ciphertext"}}
+        result = plan.run("dev", {**stack(), **over})
     return {s.name: s for s in steps(result, (*STORAGE_COMPONENTS, "hpc:monitoring:Monitoring"))}
 
 
+def login_line(planned: dict[str, Step]) -> str:
+    """curl's config line with the admin login (the planned password), fed on stdin."""
+    password = planned["gl1-monitoring-web"].stdin
+    assert password and '"' not in password and "\\" not in password
+    return f'user = "admin:{password}"\n'
+
+
+def curl(lab, url: str, check: bool = True):
+    return lab.ssh("gl1", f"curl -fsS --cacert {WEB_CERT} -K - {shlex.quote(url)}", stdin=lab.login, check=check)
+
+
 def prom(lab, path: str) -> dict:
-    out = lab.ssh("gl1", f"curl -fsS {shlex.quote('http://127.0.0.1:9090' + path)}").stdout
-    return json.loads(out)
+    return json.loads(curl(lab, "https://127.0.0.1:9090" + path).stdout)
 
 
 def query(lab, expr: str) -> dict[str, float]:
@@ -68,7 +106,15 @@ def test_the_plan_installs_exporters_prometheus_and_alertmanager(lab, planned):
 
 
 def test_a_second_run_changes_nothing(lab, planned):
-    kinds = ("-exporters", "-prometheus", "-alertmanager", "-alert-drain", "-dashboards")
+    kinds = (
+        "-exporters",
+        "-prometheus",
+        "-alertmanager",
+        "-alert-drain",
+        "-dashboards",
+        "-monitoring-web",
+        "-alert-relay",
+    )
     monitoring = [n for n in planned if n.endswith(kinds)]
     for name in monitoring:
         out = run_step(lab, planned[name]).stdout
@@ -89,13 +135,48 @@ def test_prometheus_scrapes_every_planned_target_and_loads_every_alert(lab):
     groups = prom(lab, "/api/v1/rules")["data"]["groups"]
     alerting = [r["name"] for g in groups for r in g["rules"] if r["type"] == "alerting"]
     assert sorted(alerting) == sorted(a.name for a in rules.alerts()) and "GlusterBrickOffline" in alerting
-    status = lab.ssh("gl1", "curl -fsS http://127.0.0.1:9093/api/v2/status").stdout
+    status = curl(lab, "https://127.0.0.1:9093/api/v2/status").stdout
     assert json.loads(status)["cluster"]["status"] in ("ready", "disabled")
 
 
 def alertmanager_alerts(lab, name: str) -> list[dict]:
-    url = "http://127.0.0.1:9093/api/v2/alerts?filter=" + urllib.parse.quote(f'alertname="{name}"')
-    return json.loads(lab.ssh("gl1", f"curl -fsS {shlex.quote(url)}").stdout)
+    url = "https://127.0.0.1:9093/api/v2/alerts?filter=" + urllib.parse.quote(f'alertname="{name}"')
+    return json.loads(curl(lab, url).stdout)
+
+
+def test_prometheus_and_alertmanager_answer_only_over_tls_with_the_login(lab):
+    for port in (9090, 9093):
+        base = f"https://127.0.0.1:{port}/api/v" + ("1/status/buildinfo" if port == 9090 else "2/status")
+        anonymous = lab.ssh("gl1", f"curl -sS -o /dev/null -w '%{{http_code}}' --cacert {WEB_CERT} {base}", check=False)
+        assert anonymous.stdout == "401", anonymous.stdout + anonymous.stderr
+        wrong = lab.ssh("gl1", f"curl -sS -o /dev/null -w '%{{http_code}}' --cacert {WEB_CERT} -K - {base}",
+                        stdin='user = "admin:not-the-password-at-all"\n', check=False)  # fmt: skip
+        assert wrong.stdout == "401"
+        plain = lab.ssh("gl1", f"curl -fsS http://127.0.0.1:{port}/-/ready", check=False)
+        assert plain.returncode != 0  # no plain HTTP
+        assert curl(lab, base).returncode == 0
+        # listening on the head's loopback only (no adminNetworks): nobody on the network gets a login page
+        for client in ("cl", "job"):
+            probe = lab.in_client(client, ["curl", "-skS", "-m", "5", f"https://{NET}.11:{port}/"])
+            assert probe.returncode == 7, f"{client}: {probe.returncode} {probe.stderr}"  # 7: could not connect
+    cert = lab.ssh("gl1", f"openssl x509 -in {WEB_CERT} -noout -ext subjectAltName").stdout
+    assert "IP Address:127.0.0.1" in cert and f"IP Address:{NET}.11" in cert and "DNS:gl1" in cert
+
+
+def test_only_the_head_reads_the_exporters(lab):
+    """The real nftables table on each host: Prometheus's address gets the metrics, a job's
+    address and the admins' SSH client get a TCP reset (curl 7), loopback still works."""
+    for host, addr in (("gl2", f"{NET}.12"), ("gl3", f"{NET}.13")):
+        assert "node_exporter_build_info" in lab.ssh("gl1", f"curl -fsS -m 5 http://{addr}:9100/metrics").stdout
+        for client in ("job", "cl"):
+            probe = lab.in_client(client, ["curl", "-sS", "-m", "5", "-o", "/dev/null", f"http://{addr}:9100/metrics"])
+            assert probe.returncode == 7, f"{client} -> {host}: {probe.returncode} {probe.stderr}"
+        other = "gl3" if host == "gl2" else "gl2"  # a host that is not the head
+        probe = lab.ssh(other, f"curl -sS -m 5 -o /dev/null http://{addr}:9100/metrics", check=False)
+        assert probe.returncode == 7, probe.stderr
+        assert lab.ssh(host, "curl -fsS -m 5 -o /dev/null http://127.0.0.1:9100/metrics").returncode == 0
+    table = lab.on("gl2", ["nft", "list", "table", "inet", firewall.TABLE]).stdout
+    assert f"ip saddr != {NET}.11" in table
 
 
 def test_the_watchdog_fires_and_reaches_its_own_receiver_in_alertmanager(lab):
@@ -105,6 +186,27 @@ def test_the_watchdog_fires_and_reaches_its_own_receiver_in_alertmanager(lab):
     labmod.wait_until(lambda: alertmanager_alerts(lab, "Watchdog"), "Watchdog in Alertmanager", 60)
     (alert,) = alertmanager_alerts(lab, "Watchdog")
     assert [r["name"] for r in alert["receivers"]] == ["watchdog"] and alert["status"]["state"] == "active"
+
+
+def test_the_watchdog_reaches_the_dead_man_s_switch_through_the_relay_and_no_url_shows(lab):
+    """The real Alertmanager posts to the head's relay, which forwards to the switch's URL (a
+    listener on gl1 here). Started after the alert fired: the relay answered 502 meanwhile and
+    Alertmanager retried. Alertmanager's config API, its logs' view of the world, has no URL."""
+    inbox = "/tmp/hpc-deadman"
+    lab.ssh("gl1", f"mkdir -p {inbox} && cat > /tmp/hpc-deadman.py", stdin=LISTENER)
+    lab.ssh("gl1", f"nohup python3 /tmp/hpc-deadman.py {inbox} >/dev/null 2>&1 </dev/null &")
+
+    def received() -> list[dict]:
+        names = lab.ssh("gl1", f"ls {inbox}").stdout.split()
+        return [json.loads(lab.ssh("gl1", f"cat {inbox}/{n}").stdout) for n in names]
+
+    labmod.wait_until(received, "a Watchdog notification at the dead-man's switch", 120)
+    (first, *_) = received()
+    assert first["receiver"] == "watchdog" and first["alerts"][0]["labels"]["alertname"] == "Watchdog"
+    status = curl(lab, "https://127.0.0.1:9093/api/v2/status").stdout
+    assert "deadman-secret-token" not in status and "9199" not in status
+    assert "127.0.0.1:9096/watchdog" in status
+    assert lab.ssh("gl1", "stat -c '%a %U' /etc/prometheus/hpc-webhooks/watchdog.url").stdout.split() == ["600", "root"]
 
 
 def test_a_slurm_collector_that_cannot_reach_the_controller_alerts(lab):
@@ -200,10 +302,13 @@ def test_the_dashboards_are_installed_for_grafana(lab):
 
 
 def test_deleting_stops_the_collectors_and_keeps_the_history(lab, planned):
-    for name in ("gl1-prometheus", "gl2-exporters", "gl1-alert-drain"):
+    for name in ("gl1-prometheus", "gl2-exporters", "gl1-alert-drain", "gl1-alert-relay", "gl1-monitoring-web"):
         out = run_step(lab, planned[name], delete=True).stdout
         assert "hpc: result=" in out
     assert lab.ssh("gl2", f"test ! -e {LIBEXEC}/nfs_probe.sh && test ! -e {TEXTFILES}/nfs_probe.prom").returncode == 0
     assert lab.ssh("gl1", "test -d /var/lib/prometheus/metrics2/wal").returncode == 0
     assert lab.ssh("gl1", "systemctl is-active prometheus", check=False).returncode != 0
     assert lab.ssh("gl1", "test ! -e /etc/prometheus/hpc-alert-drain.token").returncode == 0
+    assert lab.on("gl2", ["nft", "list", "table", "inet", firewall.TABLE], check=False).returncode != 0
+    assert lab.ssh("gl2", f"test ! -e {firewall.RULES_FILE}").returncode == 0
+    assert lab.ssh("gl1", "test ! -e /etc/prometheus/hpc-webhooks/watchdog.url").returncode == 0

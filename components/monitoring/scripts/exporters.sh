@@ -1,6 +1,8 @@
 #@ node exporter (+ Debian's NVMe collector) everywhere, the IPMI exporter with a BMC, and this
-#@ host's collectors (Gluster health, the NFS probe, Slurm states, GPU health) on systemd timers.
+#@ host's collectors (Gluster health, the NFS probe, Slurm states, GPU health) on systemd timers;
+#@ the host firewall keeps the exporters (and on the head Prometheus and Alertmanager) to Prometheus.
 hpc_install @packages@
+@firewall@
 hpc_dir @textfile_dir@ 0755 0:0
 hpc_dir @libexec@ 0755 0:0
 @collectors@
