@@ -29,6 +29,7 @@ from components.preflight import HostPreflight, HostPreflightArgs
 from components.remote import Ssh
 from components.slurm.head import SlurmHead, SlurmHeadArgs
 from components.slurm.images import HostDockerArgs
+from components.slurm.job_checks import JobChecks
 from components.slurm.login import LoginNode, LoginNodeArgs
 from components.slurm.worker import CpuWorker, GpuWorker, GpuWorkerArgs
 from components.storage import (
@@ -240,6 +241,16 @@ def docker_for(cfg: ClusterConfig, host: HostConfig, cluster: Cluster) -> HostDo
 def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
     head = cfg.slurm_head
     spec = cluster_spec(cfg)
+    job_checks = {
+        h.name: JobChecks(
+            f"{h.name}-job-checks",
+            access.ssh(h),
+            len(h.gpu_owners()[0]) if h.has(Role.GPU_WORKER) else 0,
+            spec.health,
+        )
+        for h in slurm_workers(cfg)
+        if spec.health.job_gpu_checks
+    }
     cluster.slurm_head = SlurmHead(
         head.name,
         SlurmHeadArgs(
@@ -253,6 +264,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             db_path=cfg.slurm.db_path,
             allow_destroy=cfg.slurm.allow_destroy,
             migrate=cfg.slurm.migrate,
+            job_checks=[s for c in job_checks.values() for s in c.steps],
             pushed_roles=[r for r, on in (("worker", slurm_workers(cfg)), ("login", cfg.with_role(Role.LOGIN))) if on],
             **access.directory,
         ),
@@ -278,6 +290,7 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 max_unavailable=cfg.slurm.max_unavailable,
                 drain_timeout_s=cfg.slurm.drain_timeout_seconds,
                 health=spec.health,
+                job_checks=job_checks[h.name].steps if h.name in job_checks else [],
                 **access.directory,
             ),
         )

@@ -234,6 +234,16 @@ class HealthConfig(_Model):
     )
     cycle: bool = Field(default=True, description="Spread the runs over the interval (CYCLE), not all at once.")
     min_free_mib: int = Field(default=1024, ge=0, description="Free space the job and state directories need, in MiB.")
+    job_gpu_checks: bool = Field(
+        default=True,
+        description="Prolog/Epilog: a job's GPUs must be free before it starts and again after it ends, else drain.",
+    )
+    epilog_wait_seconds: int = Field(
+        default=60,
+        ge=0,
+        le=3600,
+        description="How long a job's GPUs may stay busy after it ended before the node drains.",
+    )
 
 
 class SlurmConfig(_Model):

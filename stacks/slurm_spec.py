@@ -106,4 +106,12 @@ def cluster_spec(cfg: ClusterConfig) -> ClusterSpec:
 
 def health(cfg: ClusterConfig) -> Health:
     h = cfg.slurm.health
-    return Health(h.enabled, h.interval_seconds, tuple(h.node_states), h.cycle, h.min_free_mib)
+    return Health(
+        h.enabled,
+        h.interval_seconds,
+        tuple(h.node_states),
+        h.cycle,
+        h.min_free_mib,
+        h.job_gpu_checks,
+        h.epilog_wait_seconds,
+    )

@@ -31,6 +31,9 @@ class SlurmHeadArgs(DirectoryArgs):
     db_path: str = Field(description="Host path of the accounting database.")
     allow_destroy: bool = Field(description="Whether deleting the stack may remove state and DB.")
     migrate: bool = Field(default=False, description="Copy state and DB to changed paths instead of refusing.")
+    job_checks: list[pulumi.Resource] = Field(
+        default_factory=list, description="Every slurmd node's prolog/epilog steps: slurm.conf names them only after."
+    )
     pushed_roles: list[str] = Field(default_factory=list, description="Roles whose image this host builds and pushes.")
 
 
@@ -99,7 +102,9 @@ class SlurmHead(pulumi.ComponentResource):
                     f"{name}-{fname.replace('.', '-')}",
                     args.ssh,
                     steps.config_file(host, fname, text),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=self.config_steps[:1]),
+                    opts=pulumi.ResourceOptions(
+                        parent=self, depends_on=self.config_steps[:1] if self.config_steps else args.job_checks
+                    ),
                 )
             )
         network = macvlan_network(f"{name}-macvlan", args.docker, self)
@@ -152,9 +157,10 @@ class SlurmHead(pulumi.ComponentResource):
             render_scheduling.accounting(host, steps.HEAD_CONTAINER, args.spec.cluster_name, args.spec.scheduling),
             # the step was the People component's before the scheduling policy: same resource
             opts=pulumi.ResourceOptions.merge(
-                after_container, pulumi.ResourceOptions(
+                after_container,
+                pulumi.ResourceOptions(
                     aliases=[pulumi.Alias(parent=pulumi.resource.create_urn(*OLD_ACCOUNTING_PARENT))]
-                )
+                ),
             ),
         )
         remote.run(

@@ -171,10 +171,19 @@ def gpu_preflight(host: str, gpus: int, min_branch: int = MIN_NVIDIA_DRIVER_BRAN
 def health_check(host: str, program: str) -> RemoteScript:
     """Install the node's health check program (``render_health``); slurmd runs the new file at
     its next interval, the container stays as it is."""
-    path = render_health.PROGRAM
-    create = script(host, f"{host}-health-check", fill(SCRIPTS / "health-install.sh", file=path), file=path)
-    delete = script(host, f"{host}-health-check-delete", f"rm -f {path}\n")
-    return RemoteScript(f"{host}-health-check", host, create, delete, path, program)
+    return _health_file(host, f"{host}-health-check", render_health.PROGRAM, program)
+
+
+def job_check(host: str, phase: str, program: str) -> RemoteScript:
+    """Install the node's GPU check for ``phase`` (``render_health.job_check``) at the path slurm.conf's
+    Prolog/Epilog names; slurmd runs it from the next job on."""
+    return _health_file(host, f"{host}-gpu-{phase}", render_health.job_check_path(phase), program)
+
+
+def _health_file(host: str, step: str, path: str, content: str) -> RemoteScript:
+    create = script(host, step, fill(SCRIPTS / "health-install.sh", file=path), file=path)
+    delete = script(host, f"{step}-delete", f"rm -f {shlex.quote(path)}\n")
+    return RemoteScript(step, host, create, delete, path, content)
 
 
 def drain(head: str, node: str, max_unavailable: int = 1, timeout_s: int = DRAIN_TIMEOUT_S) -> RemoteScript:

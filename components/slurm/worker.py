@@ -63,6 +63,10 @@ class GpuWorkerArgs(DirectoryArgs):
     )
     max_unavailable: int = Field(default=1, description="Workers drained at once for replacement.")
     drain_timeout_s: int = Field(default=steps.DRAIN_TIMEOUT_S, description="How long a drain waits for jobs.")
+    job_checks: list[pulumi.Resource] = Field(
+        default_factory=list,
+        description="The steps that install this node's prolog/epilog (components/slurm/job_checks.py).",
+    )
     health: render_health.Health = Field(
         default_factory=render_health.Health, description="The node health check (slurm.conf's, the same)."
     )
@@ -186,7 +190,7 @@ class GpuWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.docker.provider,
-                depends_on=[args.host_mount, sysctl, *checks, health, munge, *directory, drain],
+                depends_on=[args.host_mount, sysctl, *checks, health, *args.job_checks, munge, *directory, drain],
             ),
         )
         remote.run_with_triggers(

@@ -168,7 +168,8 @@ def directory_cluster(tmp_path_factory):
         for host in SLURM_HOSTS:
             run_step(lab, planned.steps[f"{host}-accounts"])
         run_head_steps(lab, planned)  # slurm.conf with config_overrides: the lab is not the profile
-        for name in ("c1-munge-key-file", "c1-directory", "c1-health-check", "login-munge-key-file", "login-directory"):
+        c1 = ("c1-munge-key-file", "c1-directory", "c1-health-check", "c1-gpu-prolog", "c1-gpu-epilog")
+        for name in (*c1, "login-munge-key-file", "login-directory"):
             run_step(lab, planned.steps[name])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)

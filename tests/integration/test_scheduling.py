@@ -24,6 +24,7 @@ from tests.integration.steps import run_step
 from tests.integration.test_slurm import (
     AFTER_THE_HEAD,
     CTR_ADDR,
+    NODE_FILES,
     TOOLS,
     USERS,
     Cluster,
@@ -52,7 +53,7 @@ ACCOUNTS = {"alice": "physics", "bob": "chem"}
 README_USAGE = (
     "sacct -a -n -X -P -D -S now-1day -o Account,AllocTRES,ElapsedRaw | awk -F'|' "
     "'match($2, /gres\\/gpu=[0-9]+/) { g = substr($2, RSTART + 9, RLENGTH - 9); m[$1] += g * $3 / 60 } "
-    "END { for (a in m) printf \"%s %.2f\\n\", a, m[a] }'"
+    'END { for (a in m) printf "%s %.2f\\n", a, m[a] }\''
 )
 
 
@@ -83,7 +84,8 @@ def cluster(tmp_path_factory):
         for w in ("w1", "w2"):
             run_step(lab, planned.steps[f"{w}-gpu-preflight"])
             run_step(lab, planned.steps[f"{w}-munge-key-file"])
-            run_step(lab, planned.steps[f"{w}-health-check"])
+            for name in NODE_FILES:
+                run_step(lab, planned.steps[f"{w}-{name}"])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
         for w in ("w1", "w2"):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -59,9 +60,11 @@ SSH_ADDR = {h: f"{NET}.{11 + i}" for i, h in enumerate(HOSTS)}  # the lab's own 
 CTR_ADDR = {h: f"{NET}.{41 + i}" for i, h in enumerate(HOSTS)}  # macvlan, inside containerRange
 USERS = {"alice": 20001, "bob": 20002}  # researchers: hpc:users, keys from hostkeys (user-<name>)
 OVERRIDE = "SlurmdParameters=config_overrides\n"
+EPILOG_WAIT_S = 5  # the lab's jobs end in seconds; a leftover process is one still there after 5 s
 JOBS = "/home/jobs"  # on the shared volume: every container sees it at the same path
 PROD_CTLD = f"{NET}.60"  # the prod controller's stand-in address in the lab
 # The head's steps that talk to its running daemons (sacctmgr, scontrol): after its container.
+NODE_FILES = ("health-check", "gpu-prolog", "gpu-epilog")  # a slurmd node's steps that install programs
 AFTER_THE_HEAD = ("head-slurm-accounting", "head-slurm-reservations")
 
 FAKE_DEV = r"""set -e
@@ -78,14 +81,22 @@ mknod -m 666 /dev/nvidia-uvm-tools c 509 1
 NVIDIA_SMI = r"""#!/bin/bash
 # nvidia-smi stand-in (no GPU here; formats as NVIDIA documents them, not recorded): the GPUs are
 # the rows of /srv/fake-nvidia/gpus.csv (index, pci.bus_id, name, uncorrected volatile ECC,
-# retired pages pending); the driver version comes from /srv/fake-nvidia-driver if present.
+# retired pages pending; the index is also the device's minor number); the processes on them the
+# rows of /srv/fake-nvidia/apps.csv (gpu_bus_id, pid, process_name, used_gpu_memory), whose memory
+# is what memory.used shows; the driver version comes from /srv/fake-nvidia-driver if present.
+d=/srv/fake-nvidia
 v=$(cat /srv/fake-nvidia-driver 2>/dev/null || echo 550.54.15)
 case "$1" in
-  --query-gpu=driver_version) awk -v v="$v" 'NF {print v}' /srv/fake-nvidia/gpus.csv ;;
-  --query-gpu=index,pci.bus_id,name,*) cat /srv/fake-nvidia/gpus.csv ;;
+  --query-gpu=driver_version) awk -v v="$v" 'NF {print v}' "$d/gpus.csv" ;;
+  --query-gpu=index,pci.bus_id,name,*) cat "$d/gpus.csv" ;;
+  --query-gpu=pci.bus_id,memory.used)
+    awk -F', *' 'FILENAME == ARGV[1] {m[$1] += $4; next} NF {print $2 ", " m[$2] + 0}' "$d/apps.csv" "$d/gpus.csv" ;;
+  --query-compute-apps=gpu_bus_id,pid,process_name,used_gpu_memory) cat "$d/apps.csv" ;;
+  -q) awk -F', *' 'NF {printf "GPU %s\n    Product Name : %s\n    Minor Number : %s\n", $2, $3, $1}' "$d/gpus.csv" ;;
   *) echo "nvidia-smi stand-in: unsupported: $*" >&2; exit 2 ;;
 esac
 """
+APPS = "/srv/fake-nvidia/apps.csv"  # what the nvidia-smi stand-in lists as processes on the GPUs
 GPUS_CSV = "".join(f"{i}, 00000000:{0x17 + i:02X}:00.0, NVIDIA A100 80GB PCIe, 0, No\n" for i in range(2))
 NVIDIA_RUNTIME = Path(__file__).with_name("stand_ins") / "nvidia-container-runtime"
 
@@ -148,6 +159,7 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
             "statePath": "/srv/hpc/state",
             "dbPath": "/srv/hpc/mariadb",
             "partitions": [{"name": "gpu", "default": True}, {"name": "cpu", "kind": "cpu"}],
+            "health": {"epilogWaitSeconds": EPILOG_WAIT_S},
         }
         | slurm,
         "hpc:k3s": {"version": "v1.31.4+k3s1"},
@@ -177,7 +189,8 @@ class Planned:
 
     def __init__(self, workers: int, config: dict[str, Any] | None = None, **slurm: Any):
         self.result = plan.run("dev", config or stack(workers, **slurm))
-        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:compute:CpuWorker", "hpc:host:HostPreflight",
+        parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:compute:CpuWorker", "hpc:compute:JobChecks",
+                   "hpc:host:HostPreflight",
                    "hpc:slurm:LoginNode", "hpc:people:People")  # fmt: skip
         self.steps = {s.name: s for s in steps(self.result, parents)}
         self.containers = {
@@ -233,8 +246,8 @@ mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
                     shim.write_text(text)
                     shim.chmod(0o755)
                 self.lab.on(host, ["bash", "-c", FAKE_DEV, "fakedev", str(h / "hostdev")])
-                write_gpus = 'mkdir -p /srv/fake-nvidia && printf %s "$1" >/srv/fake-nvidia/gpus.csv'
-                self.lab.on(host, ["bash", "-c", write_gpus, "gpus", GPUS_CSV])
+                write_gpus = 'mkdir -p /srv/fake-nvidia && printf %s "$1" >/srv/fake-nvidia/gpus.csv && : >"$2"'
+                self.lab.on(host, ["bash", "-c", write_gpus, "gpus", GPUS_CSV, APPS])
             runtime = ["--add-runtime", f"nvidia={NVIDIA_RUNTIME}"] if host.startswith("w") else []
             daemon = docker_lab.Dockerd(h / "docker", holder=self.lab.hosts[host].holder,
                                         listen=["unix:///run/docker.sock"], extra=runtime)  # fmt: skip
@@ -348,7 +361,8 @@ def cluster(planned, builder):
             run_step(lab, planned.steps[f"{w}-gpu-preflight"])
         for w in ("w1", "w2", "c1"):
             run_step(lab, planned.steps[f"{w}-munge-key-file"])
-            run_step(lab, planned.steps[f"{w}-health-check"])
+            for name in NODE_FILES:
+                run_step(lab, planned.steps[f"{w}-{name}"])
         c.deploy(planned, "head")
         labmod.wait_until(lambda: c.in_head("scontrol ping")[1].count("is UP") == 1, "slurmctld", 120)
         for w in ("w1", "w2", "c1"):
@@ -561,6 +575,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-prometheus", "head-slurm-conf"]
     added = {after[u].name for u in after.keys() - before.keys()}
     assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-health-check",
+                     "w3-job-checks", "w3-gpu-prolog", "w3-gpu-epilog",
                      "w3-image", "w3-macvlan", "w3-resume",
                      "w3-sysctl", "w3-docker", "w3-mount", "w3-mount-fstab", "w3-munge-key-file",
                      "w3-preflight", "w3-preflight-check", "w3-accounts", "w3-exporters"}  # fmt: skip
@@ -573,7 +588,8 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
         assert "restarted" not in out  # Slurm 24.11 adds nodes on reconfigure
     run_step(cluster.lab, bigger.steps["w3-gpu-preflight"])
     run_step(cluster.lab, bigger.steps["w3-munge-key-file"])
-    run_step(cluster.lab, bigger.steps["w3-health-check"])
+    for name in NODE_FILES:
+        run_step(cluster.lab, bigger.steps[f"w3-{name}"])
     run_step(cluster.lab, bigger.steps["w3-accounts"])
     cluster.deploy(bigger, "w3")
     labmod.wait_until(lambda: cluster.idle() == {"w1", "w2", "w3", "c1"}, "w3 to join", 120)
@@ -888,7 +904,8 @@ def test_every_rendered_option_is_documented_by_slurm_24_11(cluster, planned):
 
 
 # ---- node health (issue 24) -----------------------------------------------------------------
-HEALTH = "/etc/hpc-cluster/health/hpc-healthcheck"
+HEALTH_DIR = "/etc/hpc-cluster/health"
+HEALTH = f"{HEALTH_DIR}/hpc-healthcheck"
 SMI_QUERY = (
     "nvidia-smi --query-gpu=index,pci.bus_id,name,ecc.errors.uncorrected.volatile.total,retired_pages.pending "
     "--format=csv,noheader"
@@ -960,4 +977,116 @@ def test_the_health_check_leaves_an_admins_drain_alone(cluster):
         state, reason = node_state(cluster, "w1")
         assert "DRAIN" in state and reason == "fan replacement"
     finally:
+        cluster.in_head("scontrol update nodename=w1 state=resume")
+
+
+def bus_of(index: int) -> str:
+    return f"00000000:{0x17 + index:02X}:00.0"  # as GPUS_CSV numbers them
+
+
+def test_every_node_checks_a_jobs_gpus_before_and_after_it(cluster):
+    conf = cluster.in_head("scontrol show config")[1]
+    for key, value in (("Prolog", f"{HEALTH_DIR}/prolog-hpc-gpu"), ("Epilog", f"{HEALTH_DIR}/epilog-hpc-gpu"),
+                       ("PrologFlags", "Alloc"), ("SchedulerParameters", ".*nohold_on_prolog_fail.*")):  # fmt: skip
+        # Slurm 24.11 prints the first program of a list as Prolog[0]
+        assert re.search(rf"^{key}(\[0\])?\s*=\s*{value}$", conf, re.M), (key, conf)
+    for w in ("w1", "w2", "c1"):  # a CPU node has them too: slurm.conf is the same everywhere
+        rc, out = cluster.in_worker(w, f"test -x {HEALTH_DIR}/prolog-hpc-gpu -a -x {HEALTH_DIR}/epilog-hpc-gpu")
+        assert rc == 0, f"{w}: {out}"
+
+
+def test_a_busy_gpu_refuses_the_job_drains_the_node_and_the_job_runs_elsewhere(cluster):
+    rc, blocker = cluster.in_head("sbatch --parsable -p gpu -w w1 --gres=gpu:a100:2 --wrap 'sleep 600'")
+    assert rc == 0, blocker
+    blocker = blocker.strip()
+    job = ""
+    try:
+        labmod.wait_until(lambda: cluster.in_head(f"squeue -h -j {blocker} -o %T")[1].strip() == "RUNNING",
+                          "w1 taken by a job holding both its GPUs", 60)  # fmt: skip
+        cluster.lab.ssh("w2", f"echo '{bus_of(1)}, 4242, python3, 20480' >{APPS}")  # no job of Slurm's
+        rc, job = cluster.in_head("sbatch --parsable -p gpu --gres=gpu:a100:2 --wrap 'echo ran-on $(hostname)'")
+        assert rc == 0, job
+        job = job.strip()
+        labmod.wait_until(lambda: "DRAIN" in node_state(cluster, "w2")[0], "the prolog to drain w2", 90)
+        assert (
+            node_state(cluster, "w2")[1]
+            == f"hpc-gpu: before job {job}: GPU 1 ({bus_of(1)}) runs pid 4242 python3 (20480 MiB)"
+        )
+
+        def requeued() -> str:
+            view = cluster.in_head(f"scontrol -o show job {job}")[1]
+            return view if " JobState=PENDING " in view else ""
+
+        view = labmod.wait_until(requeued, "the refused job requeued", 60)
+        assert " Restarts=1 " in view, view  # requeued, not lost
+        assert "Held" not in view, view  # nohold_on_prolog_fail: waiting for a node, not for an admin
+        cluster.in_head(f"scancel {blocker}")
+        labmod.wait_until(lambda: "COMPLETED" in cluster.in_head(f"sacct -n -X -P -j {job} -o State")[1],
+                          "the refused job to run on w1", 240)  # fmt: skip
+        assert cluster.in_head(f"sacct -n -X -P -j {job} -o NodeList")[1].strip() == "w1"
+        out = cluster.shared / "home" / "jobs" / f"slurm-{job}.out"
+        assert out.read_text().strip() == "ran-on w1"
+    finally:
+        cluster.in_head(f"scancel {blocker} {job}")
+        cluster.lab.ssh("w2", f": >{APPS}")
+        cluster.in_head("scontrol update nodename=w2 state=resume")
+
+
+def test_a_process_left_on_a_jobs_gpu_after_it_ended_drains_the_node(cluster):
+    rc, job = cluster.in_head("sbatch --parsable -p gpu -w w1 --gres=gpu:a100:1 --wrap 'echo started; sleep 6'")
+    assert rc == 0, job
+    job = job.strip()
+    try:
+        out = cluster.shared / "home" / "jobs" / f"slurm-{job}.out"
+        labmod.wait_until(lambda: out.exists() and "started" in out.read_text(), "the job to start", 60)
+        detail = cluster.in_head(f"scontrol -d show job {job}")[1]
+        index = re.search(r"gpu:a100:1\(IDX:(\d+)\)", detail)
+        assert index, detail
+        gpu = int(index.group(1))
+        cluster.lab.ssh("w1", f"echo '{bus_of(gpu)}, 31337, stuck-worker, 1000' >{APPS}")  # outlives the job
+        labmod.wait_until(lambda: "DRAIN" in node_state(cluster, "w1")[0], "the epilog to drain w1", 90)
+        assert node_state(cluster, "w1")[1] == (
+            f"hpc-gpu: after job {job}, for {EPILOG_WAIT_S}s: "
+            f"GPU {gpu} ({bus_of(gpu)}) runs pid 31337 stuck-worker (1000 MiB)"
+        )
+        # the epilog exits 0: the job's record is its own, not an "Epilog error"
+        labmod.wait_until(lambda: "COMPLETED" in cluster.in_head(f"sacct -n -X -P -j {job} -o State")[1],
+                          "the job accounted as completed", 60)  # fmt: skip
+    finally:
+        cluster.lab.ssh("w1", f": >{APPS}")
+        cluster.in_head("scontrol update nodename=w1 state=resume")
+
+
+MONITORING_STEPS = ("head-monitoring-web", "head-alert-drain", "head-alertmanager")  # the plan's order
+POST_ALERT = r"""set -euo pipefail
+p=$(cat /etc/prometheus/hpc-web/password)
+curl -fsS --cacert /etc/prometheus/hpc-web/cert.pem -K <(printf 'user = "admin:%s"\n' "$p") \
+  -H 'Content-Type: application/json' --data-binary @- https://127.0.0.1:9093/api/v2/alerts
+"""
+
+
+def test_a_drain_alert_goes_from_alertmanager_to_the_receiver_that_drains_the_node(cluster, planned):
+    """The real path of issue 24's drain alerts: the plan's Alertmanager (its own config, TLS and
+    login) routes an alert labelled drain="true" to the plan's receiver on the head, which drains
+    the node in the real controller; nothing resumes it."""
+    monitoring = {s.name: s for s in steps(planned.result, ("hpc:monitoring:Monitoring",))}
+    chosen = [monitoring[n] for n in MONITORING_STEPS]
+    try:
+        for s in chosen:
+            run_step(cluster.lab, s)
+        alert = [{
+            "labels": {"alertname": "GpuXidError", "drain": "true", "host": "w1", "gpu": "0",
+                       "severity": "critical"},  # as the rule labels it: the GPU host is the Slurm node
+            "annotations": {"summary": "GPU 0 on w1 reported XID 79"},
+        }]  # fmt: skip
+        cluster.lab.ssh("head", POST_ALERT, stdin=json.dumps(alert))
+        labmod.wait_until(lambda: "DRAIN" in node_state(cluster, "w1")[0], "Alertmanager's drain of w1", 60)
+        assert node_state(cluster, "w1")[1] == "hpc-alert: GpuXidError GPU 0: GPU 0 on w1 reported XID 79"
+        log = cluster.lab.ssh("head", "cat /run/hpc-alert-drain.log").stdout
+        assert "w1: drained" in log, log
+        assert cluster.in_worker("w1", HEALTH)[0] == 0  # a passing health check leaves the alert's drain alone
+        assert "DRAIN" in node_state(cluster, "w1")[0]
+    finally:
+        for s in reversed(chosen):
+            run_step(cluster.lab, s, delete=True, check=False)
         cluster.in_head("scontrol update nodename=w1 state=resume")

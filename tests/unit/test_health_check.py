@@ -203,11 +203,15 @@ def test_a_controller_that_cannot_be_reached_fails_loudly(node):
 def test_slurm_conf_lines():
     assert rh.conf_lines(rh.Health()) == (
         f"HealthCheckProgram={rh.PROGRAM}\nHealthCheckInterval=300\nHealthCheckNodeState=ANY,CYCLE\n"
+        f"Prolog={rh.HEALTH_DIR}/prolog-hpc-gpu\nEpilog={rh.HEALTH_DIR}/epilog-hpc-gpu\n"
+        "PrologFlags=Alloc\nSchedulerParameters=nohold_on_prolog_fail\n"
     )
-    assert rh.conf_lines(rh.Health(node_states=("idle", "mixed"), cycle=False, interval_s=60)).endswith(
-        "HealthCheckInterval=60\nHealthCheckNodeState=IDLE,MIXED\n"
-    )
-    assert rh.conf_lines(rh.Health(enabled=False)) == ""
+    assert "Prolog" not in rh.conf_lines(rh.Health(job_gpu_checks=False))
+    assert rh.conf_lines(
+        rh.Health(node_states=("idle", "mixed"), cycle=False, interval_s=60, job_gpu_checks=False)
+    ).endswith("HealthCheckInterval=60\nHealthCheckNodeState=IDLE,MIXED\n")
+    assert rh.conf_lines(rh.Health(enabled=False, job_gpu_checks=False)) == ""
+    assert rh.conf_lines(rh.Health(enabled=False)).startswith("Prolog=")
 
 
 @pytest.mark.parametrize(
