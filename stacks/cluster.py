@@ -44,6 +44,7 @@ from components.storage import (
     StorageNodeArgs,
 )
 from components.storage import spec as storage_spec
+from stacks.backup import build_backup
 from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
 from stacks.monitoring import build_monitoring
 from stacks.slurm_spec import cluster_spec
@@ -470,4 +471,7 @@ def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:
         mounts={name: m.mount for name, m in cluster.mounts.items()},
         head_container=cluster.slurm_head.container if cluster.slurm_head else None,
     )
+    if cluster.slurm_head is not None:
+        head = cfg.slurm_head
+        build_backup(cfg, secrets, access.ssh(head), [cluster.slurm_head.container, cluster.mounts[head.name].mount])
     return cluster

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
@@ -29,7 +28,8 @@ from pydantic import (
 )
 
 from components.inference import capacity
-from stacks import config_checks, config_errors, config_scheduling, config_site, paths
+from stacks import config_backup, config_checks, config_errors, config_scheduling, config_site, paths
+from stacks.config_backup import BackupConfig
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
@@ -55,6 +55,7 @@ from stacks.config_parts import (
     StorageConfig,
 )
 from stacks.config_people import GroupConfig, IdentityConfig, People, UserConfig
+from stacks.config_secrets import PLANNED_SECRET_KEYS, REQUIRED_SECRET_KEYS, SECRET_KEYS, ClusterSecrets
 
 # A client network wider than a /8 is not a cluster network: an allow-list that wide allows anyone.
 MAX_CLIENT_ADDRESSES = 2**24
@@ -75,6 +76,7 @@ class ClusterConfig(_Model):
     users: list[UserConfig] = Field(default_factory=list, description="People who use the cluster.")
     groups: list[GroupConfig] = Field(default_factory=list, description="Their Unix groups.")
     identity: IdentityConfig = Field(default_factory=IdentityConfig, description="External user directories.")
+    backup: BackupConfig = Field(default_factory=BackupConfig, description="Backups (restic).")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ClusterConfig:
@@ -98,6 +100,8 @@ class ClusterConfig(_Model):
     def _site(self) -> Iterator[Problem]:
         yield from config_site.problems(self.hosts, self.network, self.inference, self.slurm.registry)
         yield from config_site.monitoring_problems(self.monitoring, self.network)
+        s = self.slurm
+        yield from config_backup.problems(self.backup, self.storage.mount_point, s.state_path, s.db_path)
 
     def _people(self) -> Iterator[Problem]:
         yield from People.model_construct(users=self.users, groups=self.groups).problems()
@@ -350,37 +354,7 @@ class ClusterConfig(_Model):
         return [str(a) for a in sorted(h.address for h in self.hosts)]
 
 
-# ---- secrets ------------------------------------------------------------------------------------
-SECRET_KEYS = (
-    "sshPrivateKey",
-    "hfToken",
-    "tlsCertificate",
-    "tlsKey",
-    "alertWebhookUrl",
-    "watchdogWebhookUrl",
-    "ldapBindPassword",
-    "monitoringPassword",
-)
-# The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
-PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken", "monitoringPassword")
-REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
-
-
-@dataclass(frozen=True)
-class ClusterSecrets:
-    """Secret stack inputs, only ever as secret Outputs."""
-
-    ssh_private_key: pulumi.Output[str]
-    hf_token: pulumi.Output[str] | None
-    tls_certificate: pulumi.Output[str] | None = None
-    tls_key: pulumi.Output[str] | None = None
-    alert_webhook_url: pulumi.Output[str] | None = None
-    watchdog_webhook_url: pulumi.Output[str] | None = None
-    ldap_bind_password: pulumi.Output[str] | None = None
-    monitoring_password: pulumi.Output[str] | None = None  # required when monitoring is enabled
-
-
-# ---- loading -----------------------------------------------------------------------------------
+# ---- secrets: stacks/config_secrets.py; loading ---------------------------------------------
 def parse(raw: Mapping[str, Any]) -> ClusterConfig:
     """Validate plain config data (top-level keys without the ``hpc:`` prefix); every problem
     is reported at once in one ``ConfigError``."""
@@ -428,12 +402,14 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
     ldap = cluster.identity.ldap if cluster is not None else None
     binds = ldap is not None and ldap.bind_dn is not None
     monitored = cluster is None or cluster.monitoring.enabled
+    backed_up = cluster is not None and cluster.backup.enabled
     for key in SECRET_KEYS:
         required = (
             key in REQUIRED_SECRET_KEYS
             or (key == "hfToken" and models)
             or (key == "ldapBindPassword" and binds)
             or (key == "monitoringPassword" and monitored)
+            or (key == "backupPassword" and backed_up)
         )
         if (problem := secret_problem(key, cfg.get(key), required)) is not None:
             found.append(problem)
@@ -443,7 +419,8 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         found.append(
             (f"{NAMESPACE}:ldapBindPassword", "set only with hpc:identity.ldap.bindDn (else the bind is anonymous)")
         )
-    found.extend(password_problems(f"{NAMESPACE}:monitoringPassword", cfg.get("monitoringPassword")))
+    for key in ("monitoringPassword", "backupPassword"):
+        found.extend(password_problems(f"{NAMESPACE}:{key}", cfg.get(key)))
     if found or cluster is None:
         raise ConfigError.of(found)
     for warning in config_checks.warnings(cluster.inference.models):
@@ -461,6 +438,7 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
         watchdog_webhook_url=cfg.get_secret("watchdogWebhookUrl") if cfg.get("watchdogWebhookUrl") else None,
         ldap_bind_password=cfg.get_secret("ldapBindPassword") if binds else None,
         monitoring_password=cfg.get_secret("monitoringPassword") if monitored else None,
+        backup_password=cfg.get_secret("backupPassword") if backed_up else None,
     )
 
 
@@ -471,6 +449,8 @@ def config_keys() -> list[str]:
 
 
 __all__ = [
+    "PLANNED_SECRET_KEYS",
+    "SECRET_KEYS",
     "ClusterConfig",
     "ClusterSecrets",
     "ConfigError",

@@ -3,6 +3,7 @@
 Metric sources: node exporter (``up``), DCGM exporter (``DCGM_FI_*``), the IPMI exporter
 (``ipmi_*``), Debian's NVMe textfile collector (``nvme_*``), and this project's own textfile
 collectors (``hpc_gluster_*``, ``hpc_nfs_probe_*``, ``hpc_slurm_*``, ``components.monitoring.collectors``),
+the backups' (``hpc_backup_*``, ``components/backup/programs/hpc-backup``),
 vLLM's ``/metrics`` (``vllm:*``). Thresholds come from ``spec.THRESHOLDS``.
 """
 
@@ -83,7 +84,9 @@ def alerts(gpu_metrics: str = "nvidia-smi") -> list[Alert]:
               "Its alerts cannot fire while it is down: `systemctl status` the exporter on the host "
               "(ipmi: prometheus-ipmi-exporter, dcgm: the site's DCGM exporter), then `make up`."),
         Alert("TextfileCollectorStale",
-              f"time() - node_textfile_mtime_seconds > {_t('textfile_stale_s'):g}", "5m", "warning",
+              # the backups' file is written once a run (daily): BackupStale watches its own age
+              f'time() - node_textfile_mtime_seconds{{file!~".*hpc_backup[.]prom"}} > {_t("textfile_stale_s"):g}', "5m",
+              "warning",
               "{{ $labels.file }} on {{ $labels.host }} has not been rewritten for 10 min",
               "Its collector's timer stopped or hangs (`systemctl list-timers 'hpc-*'`): until it runs, the "
               "alerts it feeds read its last values."),
@@ -207,6 +210,17 @@ def alerts(gpu_metrics: str = "nvidia-smi") -> list[Alert]:
         Alert("NfsProbeStale", f"time() - hpc_nfs_probe_timestamp_seconds > {_t('nfs_probe_stale_s'):g}", "5m",
               "warning", "The NFS probe on {{ $labels.host }} has not reported for 10 min",
               "A hung mount blocks the probe: check `mountpoint` and `dmesg` on the host."),
+        Alert("BackupFailing", "hpc_backup_last_run_success == 0", "0m", "warning",
+              "The {{ $labels.kind }} backup on {{ $labels.host }} failed",
+              "`journalctl -u hpc-backup` quotes restic's or mariadb-dump's error (target full or unreachable, "
+              "volume not mounted, DB down); fix it, then `systemctl start hpc-backup`."),
+        Alert("BackupStale",
+              "time() - hpc_backup_last_success_timestamp_seconds"
+              " > ignoring(kind) group_left hpc_backup_max_age_seconds",
+              "10m", "critical",
+              "No good {{ $labels.kind }} backup on {{ $labels.host }} within hpc:backup.staleHours",
+              "What cannot be rebuilt is not copied: `systemctl list-timers hpc-backup` (did it run?), "
+              "`hpc-backup snapshots {{ $labels.kind }}`, then `systemctl start hpc-backup` and read its log."),
         Alert("SlurmControllerDown", "hpc_slurm_up == 0", "3m", "critical",
               "slurmctld on {{ $labels.host }} does not answer sinfo",
               "No job starts and the node alerts are blind: `docker logs slurm-head`, `docker exec slurm-head "

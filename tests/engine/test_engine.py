@@ -27,7 +27,13 @@ pytestmark = [
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nengine-test-" + "k" * 40 + "\n-----END OPENSSH PRIVATE KEY-----\n"
 HF_TOKEN = "hf_engineTestToken" + "t" * 20
 MONITORING_PASSWORD = "engine-test-monitoring-" + "p" * 8
-SECRETS = {"hpc:sshPrivateKey": SSH_KEY, "hpc:hfToken": HF_TOKEN, "hpc:monitoringPassword": MONITORING_PASSWORD}
+BACKUP_PASSWORD = "engine-test-backup-" + "b" * 8
+SECRETS = {
+    "hpc:sshPrivateKey": SSH_KEY,
+    "hpc:hfToken": HF_TOKEN,
+    "hpc:monitoringPassword": MONITORING_PASSWORD,
+    "hpc:backupPassword": BACKUP_PASSWORD,
+}
 STACKS = ("dev", "prod")
 
 

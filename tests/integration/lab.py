@@ -132,7 +132,8 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/sshd /run/gluster /run/lock /run/munge
 for pair in var-lib-glusterd:/var/lib/glusterd log-glusterfs:/var/log/glusterfs \
             var-lib-nfs:/var/lib/nfs log-ganesha:/var/log/ganesha etc-ganesha:/etc/ganesha \
-            shim:/usr/local/bin var-lib-prometheus:/var/lib/prometheus libexec:/usr/local/libexec; do
+            shim:/usr/local/bin var-lib-prometheus:/var/lib/prometheus libexec:/usr/local/libexec \
+            sbin:/usr/local/sbin var-lib-hpc:/var/lib/hpc-cluster var-cache-hpc:/var/cache/hpc-cluster; do
   mkdir -p "${pair#*:}"
   mount --bind "$H/${pair%%:*}" "${pair#*:}"
 done
@@ -248,6 +249,9 @@ class Lab:
             "var-lib-prometheus/metrics2",
             "var-lib-prometheus/alertmanager",
             "libexec",
+            "sbin",
+            "var-lib-hpc",
+            "var-cache-hpc",
         ):
             (h / sub).mkdir(parents=True, exist_ok=True)
         for pkg_dir in ("groups", "hooks"):

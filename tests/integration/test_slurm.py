@@ -12,7 +12,8 @@ the plan of a test stack:
   cgroup namespace, restart policy) are created through the Docker API;
 * the SlurmHead's and GpuWorkers' recorded remote steps run over real SSH on the hosts: munge
   key, secrets, state dirs, slurm.conf/gres.conf/cgroup.conf (``docker exec``/``restart`` on the
-  real head container), GPU preflight, drain/resume.
+  real head container), GPU preflight, drain/resume, and the head's backups (Debian's restic, a
+  repository on the head's own /srv, the drills restoring the accounting DB and a user's file).
 
 Stand-ins for what cannot run here: ``nvidia-smi`` in each worker host's /usr/local/bin (two
 GPUs, driver 550 unless a test changes it) and fake /dev/nvidia0,1, nvidiactl and nvidia-uvm
@@ -66,6 +67,7 @@ PROD_CTLD = f"{NET}.60"  # the prod controller's stand-in address in the lab
 # The head's steps that talk to its running daemons (sacctmgr, scontrol): after its container.
 NODE_FILES = ("health-check", "gpu-prolog", "gpu-epilog")  # a slurmd node's steps that install programs
 AFTER_THE_HEAD = ("head-slurm-accounting", "head-slurm-reservations")
+BACKUP_REPO = "/srv/backup/hpc"  # on the head's own disk in the lab (a site names another host)
 
 FAKE_DEV = r"""set -e
 mkdir -p "$1"
@@ -163,6 +165,7 @@ def stack(workers: int, **slurm: Any) -> dict[str, Any]:
         }
         | slurm,
         "hpc:k3s": {"version": "v1.31.4+k3s1"},
+        "hpc:backup": {"enabled": True, "target": BACKUP_REPO, "paths": ["home"], "exclude": ["*/.cache"]},
         "hpc:inference": {"models": []},
         "hpc:racks": None,
         "hpc:hfToken": None,
@@ -191,7 +194,7 @@ class Planned:
         self.result = plan.run("dev", config or stack(workers, **slurm))
         parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:compute:CpuWorker", "hpc:compute:JobChecks",
                    "hpc:host:HostPreflight",
-                   "hpc:slurm:LoginNode", "hpc:people:People")  # fmt: skip
+                   "hpc:slurm:LoginNode", "hpc:people:People", "hpc:backup:Backups")  # fmt: skip
         self.steps = {s.name: s for s in steps(self.result, parents)}
         self.containers = {
             plain(r.inputs["hostname"]): r for r in self.result.of_type("docker:index/container:Container")
@@ -1090,3 +1093,117 @@ def test_a_drain_alert_goes_from_alertmanager_to_the_receiver_that_drains_the_no
         for s in reversed(chosen):
             run_step(cluster.lab, s, delete=True, check=False)
         cluster.in_head("scontrol update nodename=w1 state=resume")
+
+
+# ---- backups and restores (README "Backups and restores") --------------------------------------
+def _backup(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cluster.lab.ssh("head", " ".join(["hpc-backup", *args]), check=check, timeout=300)
+
+
+def _backup_metrics(cluster: Cluster) -> dict[str, float]:
+    text = cluster.lab.on("head", ["cat", "/var/lib/prometheus/node-exporter/hpc_backup.prom"]).stdout
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))}
+
+
+def test_the_backup_step_installs_a_timer_and_a_repository_that_holds_no_plaintext(cluster, planned):
+    assert "hpc: result=unchanged" in run_step(cluster.lab, planned.steps["head-backup"]).stdout
+    assert cluster.lab.on("head", ["test", "-f", f"{BACKUP_REPO}/config"], check=False).returncode == 0
+    modes = cluster.lab.on("head", ["stat", "-c", "%a %U", "/etc/hpc-cluster/backup/password"]).stdout.split()
+    assert modes == ["600", "root"], modes
+    password = planned.steps["head-backup"].stdin
+    assert password and password not in cluster.lab.on("head", ["cat", "/etc/hpc-cluster/backup/backup.conf"]).stdout
+    found = cluster.lab.on("head", ["grep", "-rlF", password, BACKUP_REPO], check=False)
+    assert found.returncode == 1 and not found.stdout  # the password is in no file of the repository
+
+
+def test_drills_restore_the_accounting_db_and_a_users_file_as_of_a_named_time(cluster):
+    """Run a job, back up, drop the accounting DB: sacct forgets the job; restore-db: sacct shows
+    it again. A user's file changed after the first backup and then deleted comes back as it was
+    at the named time. No file of the repository holds the file's text (restic encrypts)."""
+    rc, job = cluster.in_head("sbatch --parsable -w w1 --wrap true")
+    assert rc == 0, job
+    job = job.strip()
+    accounted = lambda: cluster.in_head(f"sacct -n -X -P -j {job} -o State")[1].strip() == "COMPLETED"  # noqa: E731
+    labmod.wait_until(accounted, "the job in accounting", 60)
+    notes = cluster.shared / "home" / "alice-drill" / "notes.txt"
+    notes.parent.mkdir(exist_ok=True)
+    notes.write_text("drill version one\n")
+    (notes.parent / ".cache").mkdir(exist_ok=True)
+    (notes.parent / ".cache" / "big").write_text("excluded\n")
+    started = time.monotonic()
+    first = _backup(cluster, "run")
+    backup_s = time.monotonic() - started
+    assert "hpc-backup: every backup succeeded" in first.stdout, first.stdout + first.stderr
+    metrics = _backup_metrics(cluster)
+    for kind in ("db", "state", "volume"):
+        assert metrics[f'hpc_backup_last_run_success{{kind="{kind}"}}'] == 1, metrics
+        assert metrics[f'hpc_backup_size_bytes{{kind="{kind}"}}'] > 0, metrics
+    time.sleep(1.1)  # snapshot times have whole seconds: the named time falls between the two
+    between = cluster.lab.on("head", ["date", "+%Y-%m-%d %H:%M:%S"]).stdout.strip()
+    time.sleep(1.1)
+    notes.write_text("drill version two\n")
+    assert "every backup succeeded" in _backup(cluster, "run").stdout
+    listed = _backup(cluster, "snapshots", "volume").stdout
+    assert listed.count("volume") >= 2, listed
+
+    rc, out = cluster.in_head("mariadb -e 'DROP DATABASE slurm_acct_db'")
+    assert rc == 0, out
+    assert not accounted()  # the history is gone
+    started = time.monotonic()
+    restored = _backup(cluster, "restore-db")
+    assert "restored slurm_acct_db from" in restored.stdout, restored.stdout + restored.stderr
+    labmod.wait_until(accounted, "sacct to show the job again after restore-db", 120)
+    restore_db_s = time.monotonic() - started
+
+    notes.unlink()
+    started = time.monotonic()
+    back = _backup(cluster, "restore-path", "home/alice-drill/notes.txt", f"'{between}'")
+    restore_file_s = time.monotonic() - started
+    assert "restored /srv/gfsv/home/alice-drill/notes.txt from snapshot" in back.stdout, back.stdout + back.stderr
+    assert notes.read_text() == "drill version one\n"  # as it was at the named time, not the latest
+    shown = cluster.lab.on("head", ["grep", "-rl", "drill version", BACKUP_REPO], check=False)
+    assert shown.returncode == 1, shown.stdout  # encrypted: the text is in no file of the repository
+    tree = _backup(cluster, "restore-state", "latest", "/srv/restored-state")
+    assert "controller state of snapshot" in tree.stdout, tree.stdout + tree.stderr
+    assert cluster.lab.on("head", ["test", "-s", "/srv/restored-state/srv/hpc/state/job_state"],
+                          check=False).returncode == 0  # fmt: skip
+    print(f"backup drill: first backup {backup_s:.1f} s, restore-db to sacct {restore_db_s:.1f} s, "
+          f"restore-path {restore_file_s:.1f} s")  # fmt: skip
+
+
+def test_a_full_or_unreachable_target_fails_loudly_and_raises_the_failure_metric(cluster):
+    """A target out of space (the repository on a filesystem 512 KiB from full) and one that refuses the
+    connection: the run fails quoting restic, the failed kinds read 0 (BackupFailing), and the
+    last success time stays where it was (BackupStale counts from it)."""
+    before = _backup_metrics(cluster)['hpc_backup_last_success_timestamp_seconds{kind="volume"}']
+    big = cluster.shared / "home" / "alice-drill" / "big.bin"
+    big.write_bytes(os.urandom(4 * 1024 * 1024))
+    lab = cluster.lab
+    # the repository as it is, on a filesystem with 512 KiB to spare
+    lab.on("head", ["sh", "-c", f"s=$(du -sk {BACKUP_REPO} | cut -f1) && cp -a {BACKUP_REPO} /srv/backup-copy && "
+                    f"mount -t tmpfs -o size=$((s + 512))k full {BACKUP_REPO} && "
+                    f"cp -a /srv/backup-copy/. {BACKUP_REPO}/"])  # fmt: skip
+    try:
+        full = _backup(cluster, "run", check=False)
+        assert full.returncode == 1, full.stdout
+        assert "volume: backup failed" in full.stderr and "no space left on device" in full.stderr.lower(), full.stderr
+        metrics = _backup_metrics(cluster)
+        assert metrics['hpc_backup_last_run_success{kind="volume"}'] == 0
+        assert metrics['hpc_backup_last_success_timestamp_seconds{kind="volume"}'] == before
+    finally:
+        lab.on("head", ["umount", BACKUP_REPO])
+        lab.on("head", ["rm", "-rf", "/srv/backup-copy"])
+        big.unlink()
+    conf = "/etc/hpc-cluster/backup/backup.conf"
+    lab.on("head", ["cp", conf, f"{conf}.drill"])
+    try:
+        lab.on("head", ["sh", "-c", f"printf '%s\\n' \"REPOSITORY=sftp:nobody@127.0.0.1:/nowhere\" "
+                        f"\"SFTP_COMMAND='ssh -o BatchMode=yes -o ConnectTimeout=5 -p 1 nobody@127.0.0.1 -s sftp'\" "
+                        f">>{conf}"])  # fmt: skip
+        gone = _backup(cluster, "run", check=False)
+        assert gone.returncode == 1 and "failed: db state volume" in gone.stderr, gone.stderr
+        assert "connection refused" in gone.stderr.lower(), gone.stderr
+        assert all(v == 0 for k, v in _backup_metrics(cluster).items() if "last_run_success" in k)
+    finally:
+        lab.on("head", ["mv", f"{conf}.drill", conf])
+    assert "every backup succeeded" in _backup(cluster, "run").stdout  # the target back: the next run recovers

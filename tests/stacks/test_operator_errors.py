@@ -104,8 +104,8 @@ def test_an_unknown_key_far_from_any_lists_the_known_ones():
     with pytest.raises(ConfigError) as err:
         parse({**{k.split(":", 1)[1]: v for k, v in DEV.items()}, "zzz": 1})
     assert err.value.problems == [
-        ("hpc:zzz", "unknown config key; known keys: environment, groups, hosts, identity, inference, k3s, monitoring, "
-                    "network, racks, slurm, storage, users")
+        ("hpc:zzz", "unknown config key; known keys: backup, environment, groups, hosts, identity, inference, k3s, "
+                    "monitoring, network, racks, slurm, storage, users")
     ]  # fmt: skip
 
 
