@@ -29,7 +29,6 @@ from pydantic import (
 
 from components.inference import capacity
 from stacks import config_backup, config_checks, config_errors, config_scheduling, config_site, paths
-from stacks.config_backup import BackupConfig
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
@@ -76,7 +75,7 @@ class ClusterConfig(_Model):
     users: list[UserConfig] = Field(default_factory=list, description="People who use the cluster.")
     groups: list[GroupConfig] = Field(default_factory=list, description="Their Unix groups.")
     identity: IdentityConfig = Field(default_factory=IdentityConfig, description="External user directories.")
-    backup: BackupConfig = Field(default_factory=BackupConfig, description="Backups (restic).")
+    backup: config_backup.BackupConfig = Field(default_factory=config_backup.BackupConfig, description="Backups.")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ClusterConfig:

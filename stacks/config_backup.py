@@ -34,7 +34,6 @@ class Target:
 
     repository: str
     sftp_command: str = ""
-    local_path: str = ""
 
 
 def target_of(text: str) -> Target:
@@ -42,7 +41,7 @@ def target_of(text: str) -> Target:
         port = m["port"] or "22"
         ssh = f"ssh {SSH_OPTIONS} -p {port} {m['user']}@{m['host']} -s sftp"
         return Target(f"sftp:{m['user']}@{m['host']}:{m['path']}", ssh)
-    return Target(text, local_path=text)
+    return Target(text)
 
 
 class Keep(_Model):
@@ -113,7 +112,7 @@ class BackupConfig(_Model):
 
     @property
     def max_age_s(self) -> int:
-        hours = self.stale_hours or (SCHEDULES[self.schedule][1] if self.schedule in SCHEDULES else 30)
+        hours = self.stale_hours or SCHEDULES.get(self.schedule, SCHEDULES["daily"])[1]  # HH:MM runs daily
         return hours * 3600
 
 

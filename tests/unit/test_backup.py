@@ -15,7 +15,7 @@ from components.backup import steps
 from offline import plan
 from offline.mocks import plain
 from stacks.config import ConfigError
-from stacks.config_backup import BackupConfig, target_of
+from stacks.config_backup import BackupConfig, Target, target_of
 from tests.unit.secret_inputs import only_on_stdin
 
 HEAD = "head01"
@@ -103,7 +103,7 @@ def test_the_schedule_sets_the_timer_and_the_age_that_alerts():
     assert BackupConfig(schedule="daily", stale_hours=8).max_age_s == 8 * 3600
     t = target_of("sftp:restic@b.example:2222:/srv/r")
     assert t.repository == "sftp:restic@b.example:/srv/r" and "-p 2222 restic@b.example -s sftp" in t.sftp_command
-    assert target_of("/srv/backup").local_path == "/srv/backup"
+    assert target_of("/srv/backup") == Target("/srv/backup")  # a path is the repository as it is, no ssh
 
 
 # ---- the program against a real restic -----------------------------------------------------------
