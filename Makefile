@@ -36,8 +36,8 @@ lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: lint ## Lint, then every test (real daemons: run as root, see .ci/run)
-	$(VENV)/bin/pytest
+test: lint ## Lint, then every test, in two lanes side by side (real daemons: run as root, see .ci/run)
+	$(PY) -m tests.lanes
 
 unit: venv ## Tests that need no daemon, engine or root
 	$(VENV)/bin/pytest -m "not integration and not engine and not k8s_api"

@@ -407,4 +407,6 @@ class Builder:
             mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
             for point in sorted((m for m in mounts if m.startswith(root + "/")), reverse=True):
                 subprocess.run(["umount", "-l", point], check=False, capture_output=True)
-        IP_FORWARD.write_text(self.forward)
+            # Only a builder that started dockerd (which sets it) restores it: another lane's
+            # builder may be running beside this one.
+            IP_FORWARD.write_text(self.forward)

@@ -1,0 +1,143 @@
+"""``make test``'s pytest, in lanes: independent pytest processes running side by side.
+
+The real-daemon suites mostly wait (on dockerd, slurmctld, glusterd, SSH), so on two cores the
+Slurm suites run in one lane while every other suite runs in the other: a suite never waits on
+another lane. Each lane is an ordinary pytest run of its own paths; the last lane takes every
+test the others do not (``--ignore`` of their paths), so a new test file always runs in exactly
+one lane. Labs are already isolated per process (namespaces named by PID, private temp dirs), and
+each lane has its own pytest cache and timing file.
+
+Every line a lane prints is shown as it comes, prefixed ``[lane]``; at the end a table gives each
+lane's wall time, exit status and pytest's summary line, the suites' times are merged into
+``build/test-times.json`` and the lanes' table written to ``build/test-lanes.txt`` (``.ci/run``
+prints both).
+The exit status is 0 only when every lane passed. ``HPC_LANES=1`` runs the lanes one after
+another instead (to tell a lane interaction from a failure of the test itself).
+
+Run: ``python -m tests.lanes [pytest args...]`` (extra arguments go to every lane).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+
+# Lane name -> its test paths. The last lane (``REST``) runs everything the others do not.
+LANES: dict[str, list[str]] = {
+    "slurm": ["tests/integration/test_slurm.py", "tests/integration/test_scheduling.py"],
+}
+REST = "rest"
+
+
+def lane_args() -> dict[str, list[str]]:
+    """Each lane's pytest arguments (paths and ignores): together they select every test once."""
+    taken = [p for paths in LANES.values() for p in paths]
+    return {**LANES, REST: ["tests", *(f"--ignore={p}" for p in taken)]}
+
+
+def _pump(name: str, stream: IO[bytes], tail: list[str], lock: threading.Lock) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\n")
+        tail.append(line)
+        del tail[:-40]
+        with lock:
+            sys.stdout.write(f"[{name}] {line}\n")
+            sys.stdout.flush()
+
+
+def _summary(tail: list[str]) -> str:
+    """pytest's last ``=== ... ===`` line (``12 passed, 1 failed in 3.2s``)."""
+    for line in reversed(tail):
+        if line.startswith("=") and (" passed" in line or " failed" in line or " error" in line or "no tests" in line):
+            return line.strip("= ")
+    return tail[-1] if tail else "(no output)"
+
+
+class Lane:
+    def __init__(self, name: str, args: list[str], extra: list[str], lock: threading.Lock, build: Path):
+        self.name = name
+        self.times = build / f"test-times-{name}.json"
+        self.times.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "pytest", "-o", f"cache_dir=build/pytest-cache-{name}", *args, *extra]
+        env = {**os.environ, "HPC_TEST_TIMES": str(self.times), "PYTHONUNBUFFERED": "1"}
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: an interrupt reaches the whole lane
+        )  # fmt: skip
+        self.tail: list[str] = []
+        assert self.proc.stdout is not None
+        self.reader = threading.Thread(target=_pump, args=(name, self.proc.stdout, self.tail, lock), daemon=True)
+        self.reader.start()
+        self.seconds = 0.0
+
+    def wait(self) -> int:
+        rc = self.proc.wait()
+        self.reader.join()
+        self.seconds = time.monotonic() - self.started
+        return rc
+
+    def interrupt(self) -> None:
+        """SIGINT to the lane's pytest: it tears its labs down (stops its daemons by PID) and exits."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+
+
+def merge_times(lanes: list[Lane]) -> dict[str, float]:
+    """Every lane's suite times in one table, slowest first."""
+    merged: dict[str, float] = {}
+    for lane in lanes:
+        if lane.times.exists():
+            merged.update(json.loads(lane.times.read_text()))
+    return dict(sorted(merged.items(), key=lambda kv: -kv[1]))
+
+
+def run(lanes_args: dict[str, list[str]], extra: list[str], serial: bool = False, build: Path = BUILD) -> int:
+    """Run each lane's pytest (side by side unless ``serial``); 0 only when every lane passed.
+    The merged times and the lanes' table go to ``build``."""
+    build.mkdir(exist_ok=True)
+    lock = threading.Lock()
+    lanes: list[Lane] = []
+    codes: dict[str, int] = {}
+
+    def stop(signum: int, _frame: object) -> None:
+        for lane in lanes:
+            lane.interrupt()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        for name, args in lanes_args.items():
+            lanes.append(Lane(name, args, extra, lock, build))
+            if serial:
+                codes[name] = lanes[-1].wait()
+        for lane in lanes:
+            if lane.name not in codes:
+                codes[lane.name] = lane.wait()
+    finally:
+        for lane in lanes:
+            lane.interrupt()
+    rows = [f"{lane.seconds:8.0f} s  {lane.name:6s}  rc={codes[lane.name]}  {_summary(lane.tail)}" for lane in lanes]
+    print(f"\n=== lanes ({'one after another' if serial else 'side by side'})", *rows, sep="\n")
+    (build / "test-times.json").write_text(json.dumps(merge_times(lanes), indent=1) + "\n")
+    (build / "test-lanes.txt").write_text("".join(f"{row}\n" for row in rows))
+    # pytest's 5 (nothing collected) in a lane is a failure too: a lane that runs nothing is a bug.
+    return 0 if all(rc == 0 for rc in codes.values()) else 1
+
+
+def main(extra: list[str]) -> int:
+    return run(lane_args(), extra, serial=os.environ.get("HPC_LANES") == "1")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
