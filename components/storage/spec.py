@@ -20,6 +20,12 @@ BASE_VOLUME_OPTIONS: dict[str, str] = {
     "cluster.server-quorum-type": "server",
     "nfs.disable": "on",
     "network.ping-timeout": "20",
+    # Bricks serve only clients bound to a privileged port (root's client, Ganesha's gfapi): an
+    # unprivileged user on an allowed host cannot bring her own client and claim any uid.
+    # Gluster 10 defaults both to on (its clients bind unprivileged ports: with only the server
+    # side off, root's own mounts fail with "Transport endpoint is not connected").
+    "client.bind-insecure": "off",
+    "server.allow-insecure": "off",
 }
 
 

@@ -115,6 +115,33 @@ def test_the_container_range_and_unprivileged_users_cannot_reach_the_volume(lab)
     assert f"{NET}.11,{NET}.12,{NET}.13" in opts
 
 
+NATIVE_READ = """
+m=$(mktemp -d); glusterfs -N --volfile-server={server} --volfile-id=gv0 {flags} "$m" & pid=$!
+for _ in $(seq 100); do mountpoint -q "$m" && break; sleep 0.1; done
+rc=0; timeout 30 cat "$m/hello.txt" || rc=$?
+umount "$m" 2>/dev/null || kill "$pid"; wait "$pid" || true; rmdir "$m"; exit "$rc"
+"""
+
+
+def native_read(lab, host: str, flags: str = ""):  # type: ignore[no-untyped-def]
+    """Read hello.txt through a native (FUSE) client of its own, in a private mount namespace."""
+    body = NATIVE_READ.format(server=f"{NET}.11", flags=flags)
+    return lab.on(host, ["unshare", "-m", "bash", "-c", body], check=False)
+
+
+def test_a_native_client_bound_to_an_unprivileged_port_is_refused(lab):
+    """server.allow-insecure off: on an allowed host, root's native client (privileged source
+    port) reads the volume; the same client bound to an unprivileged port, as any user's own
+    client would be, is refused by every brick."""
+    assert "off" in lab.ssh("gl1", "gluster volume get gv0 server.allow-insecure").stdout
+    ok = native_read(lab, "gl2")
+    assert ok.returncode == 0 and ok.stdout == "written through NFS-Ganesha\n", ok.stdout + ok.stderr
+    refused = native_read(lab, "gl2", "--client-bind-insecure")
+    assert refused.returncode != 0 and "written through" not in refused.stdout, refused.stdout
+    logs = lab.ssh("gl1", "cat /var/log/glusterfs/bricks/*.log").stdout
+    assert "not privileged" in logs, logs[-2000:]
+
+
 def restart_sshd(lab, host: str, key) -> None:  # type: ignore[no-untyped-def]
     lab.on(host, ["bash", "-c", "kill $(cat /run/sshd-lab.pid); while [ -e /run/sshd-lab.pid ]; do sleep 0.1; done"])
     sshd = ["/usr/sbin/sshd", "-f", str(lab.dir / "sshd_config"), "-E", str(lab.dir / "sshd2.log")]
