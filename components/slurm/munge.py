@@ -16,8 +16,8 @@ from components.remote import Ssh
 from components.slurm import steps
 from components.storage.contract import NetworkStorage
 
-# Read-only: munged reads the key and keeps its seed under /run/munge.
-MUNGE_VOLUME = docker.ContainerVolumeArgs(host_path=steps.MUNGE_DIR, container_path="/etc/munge", read_only=True)
+# Read-only, root's: the entrypoint installs the key into the container's own /etc/munge as munge.
+MUNGE_VOLUME = docker.ContainerVolumeArgs(host_path=steps.MUNGE_DIR, container_path=steps.MUNGE_DIR, read_only=True)
 # The cluster's users and groups (the same ids everywhere), seen live by NSS extrausers.
 ACCOUNTS_VOLUME = docker.ContainerVolumeArgs(host_path=ACCOUNTS_DIR, container_path=CONTAINER_ACCOUNTS, read_only=True)
 # SSSD's settings for an external directory; the entrypoint installs them and starts sssd.

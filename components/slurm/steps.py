@@ -10,17 +10,18 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.accounts import MUNGE_GID, MUNGE_UID, SLURM_GID, SLURM_UID
+from components.accounts import SLURM_GID, SLURM_UID
 from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
 from components.scripts import Raw, RemoteScript, fill, no_undo, restart_running, script
 from components.slurm import render, render_health
 
 SCRIPTS = Path(__file__).with_name("scripts")
 CONFIG_DIR = "/etc/slurm"
-# The munge key on every Slurm host's own disk, mounted read-only at /etc/munge in its container. A
-# directory of its own, not /etc/munge: a host may run its own munge with another uid.
+# The munge key on every Slurm host's own disk, owned by root (uid 991 may name another account on a
+# site's host), mounted read-only at the same path in its containers; the entrypoint installs it as
+# the image's munge user. A directory of its own, not /etc/munge: a host may run its own munge.
 MUNGE_DIR = "/etc/hpc-cluster/munge"
-MIN_MUNGE_KEY_BYTES = 32  # on the head host; mounted at the same path in the head container
+MIN_MUNGE_KEY_BYTES = 32
 DB_PASSWORD_FILE = f"{CONFIG_DIR}/db-password"  # mounted at /run/secrets/slurm-db-password
 SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
 # The state and database paths in use on the head host: a changed path is a move, refused or migrated.
@@ -45,15 +46,16 @@ MIB = 1024 * 1024
 
 # ---- head -----------------------------------------------------------------------------------
 def munge_key(host: str, shared_mount: str) -> RemoteScript:
-    """Write the munge key (base64 on stdin) to this host's own disk, ``MUNGE_DIR`` (0700, owner
-    munge), never the shared volume: anything on the subnet could read it there. A key an older
+    """Write the munge key (base64 on stdin) to this host's own disk, ``MUNGE_DIR`` (0700, key
+    0400, both root's: no host account holds it, whatever uid 991 is there), never the shared
+    volume: anything on the subnet could read it there. A key an older
     release left on the shared volume is removed. A changed key (rotation) restarts the host's
     running Slurm containers, since munged reads the key only at start."""
     body = fill(
         SCRIPTS / "munge-key.sh",
         dir=MUNGE_DIR,
         key=f"{MUNGE_DIR}/munge.key",
-        owner=f"{MUNGE_UID}:{MUNGE_GID}",
+        owner="0:0",
         min_bytes=MIN_MUNGE_KEY_BYTES,
         restart=restart_running(SLURM_CONTAINERS, "with the new munge key"),
         legacy=f"{shared_mount}/munge/munge.key",

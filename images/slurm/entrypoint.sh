@@ -15,7 +15,9 @@
 # With an external directory (hpc:identity.ldap), sssd runs beside the daemons, started first.
 set -euo pipefail
 
-MUNGE_KEY=${MUNGE_KEY:-/etc/munge/munge.key}
+# The host's key (root's, read-only mount) and the copy munged reads (the image's munge user).
+MUNGE_KEY_SOURCE=${MUNGE_KEY_SOURCE:-/etc/hpc-cluster/munge/munge.key}
+MUNGE_KEY=/etc/munge/munge.key
 DB_PASSWORD_FILE=${DB_PASSWORD_FILE:-/run/secrets/slurm-db-password}
 DB_DIR=${DB_DIR:-/var/lib/mysql}
 DB_SOCKET=/run/mysqld/mysqld.sock
@@ -49,8 +51,10 @@ tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 munge_ok() { munge -n </dev/null | unmunge >/dev/null; }
 
 start_munge() {
-  [ -f "$MUNGE_KEY" ] || die "munge key $MUNGE_KEY is missing (the head writes it to the shared volume)"
-  [ "$(stat -c '%U %a' "$MUNGE_KEY")" = "munge 400" ] || die "munge key $MUNGE_KEY must be owned by munge, mode 0400"
+  [ -f "$MUNGE_KEY_SOURCE" ] || die "munge key $MUNGE_KEY_SOURCE is missing (the host's munge-key step writes it)"
+  [ "$(stat -c '%u %a' "$MUNGE_KEY_SOURCE")" = "0 400" ] \
+    || die "munge key $MUNGE_KEY_SOURCE must be owned by root, mode 0400 (the host's munge-key step writes it so)"
+  install -o munge -g munge -m 0400 "$MUNGE_KEY_SOURCE" "$MUNGE_KEY"
   install -d -o munge -g munge -m 0755 /run/munge
   runuser -u munge -- munged --foreground --key-file="$MUNGE_KEY" --seed-file=/run/munge/munged.seed &
   started munged

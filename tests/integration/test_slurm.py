@@ -391,8 +391,11 @@ def test_images_are_built_from_the_plan_records(cluster, planned, builder):
 def test_head_steps_write_secrets_with_owner_and_mode(cluster):
     for host in ("head", "w1", "w2"):  # every Slurm host has the key on its own disk, none on the shared volume
         key = cluster.lab.ssh(host, "stat -c '%a %u:%g %s' /etc/hpc-cluster/munge/munge.key").stdout.split()
-        assert key == ["400", "991:991", "1024"]
-        assert cluster.lab.ssh(host, "stat -c '%a %u:%g' /etc/hpc-cluster/munge").stdout.split() == ["700", "991:991"]
+        assert key == ["400", "0:0", "1024"]  # root's: uid 991 may be another account on a site's host
+        assert cluster.lab.ssh(host, "stat -c '%a %u:%g' /etc/hpc-cluster/munge").stdout.split() == ["700", "0:0"]
+        as_991 = cluster.lab.ssh(host, "setpriv --reuid=991 --regid=991 --clear-groups head -c1 "
+                                       "/etc/hpc-cluster/munge/munge.key", check=False)  # fmt: skip
+        assert as_991.returncode != 0 and "Permission denied" in as_991.stderr, as_991
     assert not list(cluster.shared.rglob("munge.key"))
     assert cluster.lab.ssh("head", "stat -c '%a %u' /etc/slurm/slurmdbd.conf").stdout.split() == ["600", "64030"]
     rc, conf = cluster.in_head("cat /etc/slurm/slurmdbd.conf")
@@ -814,20 +817,23 @@ def test_docker_reports_every_container_healthy(cluster):
         labmod.wait_until(lambda h=host, n=name: cluster.daemons[h].health(n) == "healthy", f"{host} healthy", 90)
 
 
-def test_entrypoint_refuses_a_munge_key_with_wrong_mode(cluster, planned):
-    bad = cluster.d / "bad-munge"
+@pytest.mark.parametrize(("mode", "owner"), [(0o644, 0), (0o400, 991)], ids=["readable-by-all", "owned-by-uid-991"])
+def test_entrypoint_refuses_a_host_munge_key_not_root_only(cluster, planned, mode, owner):
+    bad = cluster.d / f"bad-munge-{mode:o}-{owner}"
     bad.mkdir()
     (bad / "munge.key").write_bytes(os.urandom(1024))
-    (bad / "munge.key").chmod(0o644)
+    (bad / "munge.key").chmod(mode)
+    os.chown(bad / "munge.key", owner, owner)
     api = cluster.daemons["w3"].api
     tag = plain(planned.images["w1"].inputs)["imageName"]
+    binds = {str(bad): {"bind": "/etc/hpc-cluster/munge", "mode": "ro"}}
     created = api.create_container(
         tag, command=["worker"], environment=["SLURM_CONF_SERVER=x:1"],
-        host_config=api.create_host_config(binds={str(bad): {"bind": "/etc/munge", "mode": "ro"}}, network_mode="none"),
+        host_config=api.create_host_config(binds=binds, network_mode="none"),
     )  # fmt: skip
     api.start(created["Id"])
     assert api.wait(created["Id"], timeout=60)["StatusCode"] != 0
-    assert "must be owned by munge, mode 0400" in api.logs(created["Id"]).decode()
+    assert "must be owned by root, mode 0400" in api.logs(created["Id"]).decode()
 
 
 def test_prod_slurm_conf_is_accepted_by_the_24_11_controller(cluster, planned):

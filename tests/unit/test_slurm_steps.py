@@ -32,7 +32,7 @@ def test_kernel_tuning_has_a_file_max_floor_on_small_nodes():
 
 def test_secret_steps_read_stdin_and_embed_no_secret():
     key = steps.munge_key("h", "/gfsv")
-    assert "hpc_put_file /etc/hpc-cluster/munge/munge.key 0400 991:991 < <(base64 -d)" in key.create
+    assert "hpc_put_file /etc/hpc-cluster/munge/munge.key 0400 0:0 < <(base64 -d)" in key.create
     assert "rm -f /gfsv/munge/munge.key" in key.create  # none left on the shared volume
     sec = steps.head_secrets("h")
     assert "password=$(cat)" in sec.create
