@@ -136,6 +136,7 @@ def storage_contract(cfg: ClusterConfig) -> NetworkStorage:
         nfs_server=str(cfg.ganesha_hosts[0].address),
         nfs_export=st.export_pseudo,
         nfs_version=NFS_MOUNT_VERSION if 4 in st.nfs_versions else "3",
+        root_owner=f"{st.owner_uid}:{st.owner_gid}",
     )
 
 

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from components.inference import capacity
-from stacks import config_backup, config_checks, config_errors, config_scheduling, config_site, paths
+from stacks import config_backup, config_checks, config_errors, config_people, config_scheduling, config_site, paths
 from stacks.config_base import (
     CONTAINER_ROLES,
     NAMESPACE,
@@ -104,6 +104,13 @@ class ClusterConfig(_Model):
 
     def _people(self) -> Iterator[Problem]:
         yield from People.model_construct(users=self.users, groups=self.groups).problems()
+        owner = (self.storage.owner_uid, self.storage.owner_gid)
+        yield from config_people.id_problems(self.users, self.groups, self.identity.ldap, owner)
+        deploy = {h.ssh_user: h.name for h in self.hosts}
+        for u in self.users:  # host accounts of users get no SSH: the deploy account must keep it
+            if u.name in deploy:
+                why = f"{u.name!r} is the SSH user of host {deploy[u.name]}; choose another name"
+                yield (f"users[{u.name}].name", why)
 
     def _scheduling(self) -> Iterator[Problem]:
         users = {u.name: u.slurm_account for u in self.users}

@@ -170,8 +170,10 @@ class StorageConfig(_Model):
     ganesha_hosts: list[Name] | None = Field(
         default=None, description="Storage hosts that run NFS-Ganesha; default: the first by name."
     )
-    owner_uid: int = Field(default=1000, ge=1, le=2**31, description="Owner uid of the volume root.")
-    owner_gid: int = Field(default=1000, ge=1, le=2**31, description="Owner gid of the volume root.")
+    owner_uid: int = Field(
+        default=0, ge=0, le=2**31, description="Owner uid of the volume root (0755); never a user's: 0, root."
+    )
+    owner_gid: int = Field(default=0, ge=0, le=2**31, description="Owner gid of the volume root; default 0.")
     allow_destroy: bool = Field(default=False, description="Let a stack deletion remove the volume and brick data.")
     options: dict[str, GlusterOption] = Field(
         default_factory=dict, description="Extra 'gluster volume set' options (numbers and on/off as written)."

@@ -147,13 +147,19 @@ def _ldap_uri(value: str) -> str:
     return value
 
 
+GROUP_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+
+
 class LdapConfig(_Model):
     """An LDAP directory the site already runs (RFC 2307 posixAccount/posixGroup), read by SSSD
     in the Slurm containers. Always over TLS: ``ldaps://``, or StartTLS on ``ldap://``, the
-    server's certificate checked against ``tlsCa``. Its users get ids 1000-59999 only (a
-    directory entry with uid 0 or a service account's id is ignored); declared ``hpc:users``
-    win over a directory entry of the same name. Logins stay key-only: SSH keys from
-    ``sshPublicKeyAttribute`` (openssh-lpk), no LDAP password is ever checked."""
+    server's certificate checked against ``tlsCa``. Its users and groups get ids
+    ``minId``-``maxId`` only (inside 1000-59999; an entry outside, with uid 0, a service
+    account's id or a stack user's id, is ignored), a range no ``hpc:users`` uid or
+    ``hpc:groups`` gid may enter; declared ``hpc:users`` win over a directory entry of the same
+    name. Only members of ``allowGroups`` may log in (SSSD's ``simple`` access provider). Logins
+    stay key-only: SSH keys from ``sshPublicKeyAttribute`` (openssh-lpk), no LDAP password is
+    ever checked."""
 
     uri: list[Annotated[str, Field(pattern=LDAP_URI_PATTERN), AfterValidator(_ldap_uri)]] = Field(
         min_length=1, description="Servers, tried in order: ldaps://host[:port] or ldap://host[:port] (StartTLS)."
@@ -171,9 +177,50 @@ class LdapConfig(_Model):
         pattern=r"^[A-Za-z][A-Za-z0-9-]*$",
         description="Attribute with users' SSH keys; null: none.",
     )
+    min_id: Id = Field(default=MIN_ID, description="Lowest uid/gid taken from the directory.")
+    max_id: Id = Field(default=MAX_ID, description="Highest uid/gid taken from the directory.")
+    allow_groups: list[Annotated[str, Field(pattern=GROUP_NAME_PATTERN)]] = Field(
+        min_length=1, description="Directory groups whose members may log in (everyone else is refused by PAM)."
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> LdapConfig:
+        if self.min_id > self.max_id:
+            raise encode([("minId", f"minId {self.min_id} is above maxId {self.max_id}: give the range low to high")])
+        return self
 
     def directory(self) -> sssd.Directory:
-        return sssd.Directory(tuple(self.uri), self.base_dn, self.bind_dn, self.tls_ca, self.ssh_public_key_attribute)
+        return sssd.Directory(
+            tuple(self.uri), self.base_dn, self.bind_dn, self.tls_ca, self.ssh_public_key_attribute,
+            (self.min_id, self.max_id), tuple(self.allow_groups),
+        )  # fmt: skip
+
+
+def id_problems(
+    users: list[UserConfig], groups: list[GroupConfig], ldap: LdapConfig | None, owner: tuple[int, int]
+) -> Iterator[tuple[str, str]]:
+    """Stack ids, the directory's range and the volume owner are disjoint: a directory entry, or
+    whoever owns the volume root, can never be a stack user (keys relative to ``hpc:``)."""
+    if ldap is not None:
+        lo, hi = ldap.min_id, ldap.max_id
+        fix = f"is inside the directory's range identity.ldap.minId-maxId ({lo}-{hi}): move it or narrow the range"
+        for u in users:
+            if lo <= u.uid <= hi:
+                yield (f"users[{u.name}].uid", f"uid {u.uid} {fix}")
+        for g in groups:
+            if lo <= g.gid <= hi:
+                yield (f"groups[{g.name}].gid", f"gid {g.gid} {fix}")
+    uid, gid = owner
+    named = {u.uid: u.name for u in users}
+    if uid in named:
+        yield (
+            "storage.ownerUid",
+            f"uid {uid} is user {named[uid]}'s: that user would own the volume root; leave it 0 (root)",
+        )
+    elif ldap is not None and uid != 0 and ldap.min_id <= uid <= ldap.max_id:
+        yield ("storage.ownerUid", f"uid {uid} is inside the directory's range: leave it 0 (root)")
+    if gid in {g.gid for g in groups} or (ldap is not None and gid != 0 and ldap.min_id <= gid <= ldap.max_id):
+        yield ("storage.ownerGid", f"gid {gid} is a cluster or directory group's: leave it 0 (root)")
 
 
 class IdentityConfig(_Model):

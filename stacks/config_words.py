@@ -42,6 +42,8 @@ PATTERN_WORDS = {
     "attribute=value pairs joined by ',' (e.g. ou=people,dc=example,dc=org)",
     r"^[A-Za-z][A-Za-z0-9-]*$": "an LDAP attribute name is letters, digits or '-', starting with a letter "
     "(e.g. sshPublicKey)",
+    r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$": "a directory group name is letters, digits, '.', '_' or '-', "
+    "not starting with '.' or '-', at most 64 characters (e.g. hpc-users)",
 }
 
 

@@ -4,7 +4,9 @@
   ``shadow`` files under ``ACCOUNTS_DIR`` (mounted read-only at /var/lib/extrausers), so a new
   user is seen by running containers at once, with the same ids everywhere.
 * Hosts get the same users and groups in their own /etc (fixed ids; a name or id already used
-  otherwise fails the step naming both), homes pointing at the shared volume, no password.
+  otherwise fails the step naming both), homes pointing at the shared volume, no password, for
+  file ownership only: no shell (``nologin``) and no SSH (an sshd drop-in denies them; the step
+  checks that sshd reads it). Researchers log in to the login node's container.
 * Homes: created once on the shared volume, owned by the user, mode 0700; never deleted.
 * Slurm: their accounts and associations are the scheduling policy's (``components.slurm.
   render_scheduling``).
@@ -19,6 +21,8 @@ from components.scripts import Raw, RemoteScript, fill, put_file, quoted, script
 
 SCRIPTS = Path(__file__).with_name("scripts")
 ACCOUNTS_DIR = "/etc/hpc-cluster/accounts"  # on every host; /var/lib/extrausers in the containers
+SSHD_DROPIN = "/etc/ssh/sshd_config.d/90-hpc-cluster-people.conf"
+NOLOGIN = "/usr/sbin/nologin"
 CONTAINER_ACCOUNTS = "/var/lib/extrausers"
 
 
@@ -40,6 +44,13 @@ class Group:
 
 def passwd(people: tuple[Person, ...], home_root: str = "/home") -> str:
     return "".join(f"{p.name}:x:{p.uid}:{p.gid}:{p.name}:{home_root}/{p.name}:/bin/bash\n" for p in people)
+
+
+def sshd_dropin(people: tuple[Person, ...]) -> str:
+    """sshd refuses the cluster's users on hosts (they log in to the login node's container)."""
+    names = " ".join(sorted(p.name for p in people))
+    head = "# hpc-cluster: the cluster's users log in to the login node only\n"
+    return head + (f"DenyUsers {names}\n" if names else "")
 
 
 def group(groups: tuple[Group, ...], people: tuple[Person, ...]) -> str:
@@ -77,9 +88,14 @@ def host_accounts(host: str, people: tuple[Person, ...], groups: tuple[Group, ..
         wanted=[p.name for p in people],
         host=host,
         ensure=Raw(ensure),
+        nologin=NOLOGIN,
+        dropin=SSHD_DROPIN,
+        sshd_dropin=Raw(put_file(SSHD_DROPIN, "0644", sshd_dropin(people))),
+        denied=" ".join(sorted(p.name for p in people)),
     )
     create = script(host, f"{host}-accounts", body)
-    delete = script(host, f"{host}-accounts-delete", f"rm -rf {ACCOUNTS_DIR}\n")
+    undo = f"rm -rf {ACCOUNTS_DIR}\nrm -f {SSHD_DROPIN}\n"
+    delete = script(host, f"{host}-accounts-delete", undo)
     return RemoteScript(f"{host}-accounts", host, create, delete)
 
 

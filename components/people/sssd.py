@@ -6,10 +6,12 @@ mounted read-only at ``SSSD_CONTAINER_DIR``; the containers' entrypoint installs
 ``sssd`` beside their daemons. Users resolve in the order ``files extrausers sss``: the stack's
 ``hpc:users`` win over a directory entry of the same name.
 
-What the directory cannot do here: give ids below 1000 or above 59999 (root, service accounts,
-the munge and slurm ids are out of reach: ``min_id``/``max_id``), talk without TLS (StartTLS on
-``ldap://``, certificate checked, ``ldap_tls_reqcert = demand``), or check a password (no
-``auth_provider``: logins stay key-only, keys from ``ssh_public_key_attribute``).
+What the directory cannot do here: give ids outside its range (``min_id``/``max_id``, inside
+1000-59999 and apart from every stack uid and gid: root, the service accounts and the stack's
+users are out of reach), let anyone log in who is not in an allowed group (``access_provider =
+simple``), talk without TLS (StartTLS on ``ldap://``, certificate checked, ``ldap_tls_reqcert =
+demand``), or check a password (no ``auth_provider``: logins stay key-only, keys from
+``ssh_public_key_attribute``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ SSSD_CONTAINER_DIR = "/run/hpc-sssd"
 CA_FILE = "ldap-ca.pem"
 CA_IN_CONTAINER = "/etc/sssd/hpc-ldap-ca.pem"  # where the entrypoint installs it
 PASSWORD_PLACEHOLDER = "@@LDAP_BIND_PASSWORD@@"
-MIN_ID, MAX_ID = 1000, 59999  # the range hpc:users may use too (stacks/config_people.py)
 HOME_ROOT = "/home"  # the shared volume's homes, at the same path in every container
 
 
@@ -38,6 +39,8 @@ class Directory:
     bind_dn: str | None
     tls_ca: str
     ssh_key_attribute: str | None
+    id_range: tuple[int, int]  # min_id, max_id: disjoint from the stack's ids (stacks/config_people.py)
+    allow_groups: tuple[str, ...]
 
     @property
     def binds(self) -> bool:
@@ -62,15 +65,16 @@ def sssd_conf(d: Directory) -> str:
         "[domain/ldap]",
         "id_provider = ldap",
         "auth_provider = none",
-        "access_provider = permit",
+        "access_provider = simple",
+        f"simple_allow_groups = {', '.join(d.allow_groups)}",
         "ldap_schema = rfc2307",
         f"ldap_uri = {', '.join(d.uris)}",
         f"ldap_search_base = {d.base_dn}",
         "ldap_tls_reqcert = demand",
         f"ldap_tls_cacert = {CA_IN_CONTAINER}",
         f"ldap_id_use_start_tls = {'false' if all(u.startswith('ldaps://') for u in d.uris) else 'true'}",
-        f"min_id = {MIN_ID}",
-        f"max_id = {MAX_ID}",
+        f"min_id = {d.id_range[0]}",
+        f"max_id = {d.id_range[1]}",
         f"override_homedir = {HOME_ROOT}/%u",
         "override_shell = /bin/bash",
         "cache_credentials = false",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from components.accounts import SLURM_GID, SLURM_UID
 from components.hardware import MIN_NVIDIA_DRIVER_BRANCH, HardwareProfile
-from components.scripts import Raw, RemoteScript, fill, no_undo, restart_running, script
+from components.scripts import Raw, RemoteScript, fill, no_undo, put_file, restart_running, script
 from components.slurm import render, render_health
 
 SCRIPTS = Path(__file__).with_name("scripts")
@@ -24,6 +24,10 @@ MUNGE_DIR = "/etc/hpc-cluster/munge"
 MIN_MUNGE_KEY_BYTES = 32
 DB_PASSWORD_FILE = f"{CONFIG_DIR}/db-password"  # mounted at /run/secrets/slurm-db-password
 SYSCTL_FILE = "/etc/sysctl.d/90-hpc-cluster.conf"
+# The NVIDIA driver makes its device files with these (root's only: jobs get theirs in the worker
+# container, whose entrypoint opens them to the job's user; Slurm's devices cgroup confines them).
+NVIDIA_MODPROBE_FILE = "/etc/modprobe.d/90-hpc-cluster-nvidia.conf"
+NVIDIA_DEVICE_OPTIONS = "options nvidia NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660\n"
 # The state and database paths in use on the head host: a changed path is a move, refused or migrated.
 STATE_RECORD = "/etc/hpc-cluster/slurm-paths"
 HEAD_CONTAINER = "slurm-head"
@@ -163,10 +167,13 @@ def sysctl(host: str, tuning: KernelTuning) -> RemoteScript:
 
 
 def gpu_preflight(host: str, gpus: int, min_branch: int = MIN_NVIDIA_DRIVER_BRANCH) -> RemoteScript:
-    """Fail clearly unless the NVIDIA driver is R<min_branch>+ and the node shows ``gpus`` GPUs."""
-    body = fill(SCRIPTS / "gpu-preflight.sh", host=host, gpus=gpus, min_branch=min_branch)
+    """Fail clearly unless the NVIDIA driver is R<min_branch>+ and the node shows ``gpus`` GPUs;
+    keep the GPU device files 0660 root:root (now and at the driver's next load). Delete removes
+    the modprobe setting (the modes return to the driver's default at its next load)."""
+    modprobe = put_file(NVIDIA_MODPROBE_FILE, "0644", "# Managed by hpc-cluster (Pulumi)\n" + NVIDIA_DEVICE_OPTIONS)
+    body = fill(SCRIPTS / "gpu-preflight.sh", host=host, gpus=gpus, min_branch=min_branch, modprobe=Raw(modprobe))
     create = script(host, f"{host}-gpu-preflight", body, extra_headers={"min-driver-branch": str(min_branch)})
-    delete = no_undo(host, f"{host}-gpu-preflight")
+    delete = script(host, f"{host}-gpu-preflight-delete", f"rm -f {NVIDIA_MODPROBE_FILE}\n")
     return RemoteScript(f"{host}-gpu-preflight", host, create, delete)
 
 

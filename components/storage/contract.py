@@ -18,3 +18,4 @@ class NetworkStorage(BaseModel):
     nfs_server: str = Field(description="Address of the NFS-Ganesha server.")
     nfs_export: str = Field(description="NFSv4 pseudo path of the export.")
     nfs_version: str = Field(description="NFS version clients mount (e.g. '4.1').")
+    root_owner: str = Field(default="0:0", description="uid:gid of the volume root (mode 0755): root unless set.")

@@ -33,7 +33,9 @@ class ClientMount(pulumi.ComponentResource):
         host = args.ssh.name
         layout = args.layout
         step = args.network_storage.apply(
-            lambda ns: render_mount.client_mount(host, list(ns.servers), ns.volume, ns.local_mount, layout)
+            lambda ns: render_mount.client_mount(
+                host, list(ns.servers), ns.volume, ns.local_mount, layout, ns.root_owner
+            )
         )
         self.mount = remote.run_output(f"{name}-fstab", args.ssh, step, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"mount": self.mount.id})

@@ -27,8 +27,11 @@ def client_mount(
     volume: str,
     mount_point: str,
     layout: tuple[SharedDir, ...],
+    root_owner: str = "0:0",
 ) -> RemoteScript:
-    """Mount the volume through /etc/fstab (backup volfile servers) and create the shared dirs."""
+    """Mount the volume through /etc/fstab (backup volfile servers), keep its root 0755 and
+    owned by ``root_owner`` (root: no user may swap ``home/`` or the model cache) and create the
+    shared dirs."""
     mount = {"mount_point": mount_point, "mount_text": Raw(mount_point), "fstab": FSTAB}
     dirs = "\n".join(f"hpc_dir {quoted(f'{mount_point}/{d.name}')} {d.mode_text} {d.uid}:{d.gid}" for d in layout)
     body = fill(
@@ -43,6 +46,7 @@ def client_mount(
         delay=MOUNT_RETRY_DELAY_S,
         client_log=Raw(mount_point.strip("/").replace("/", "-")),  # where the FUSE client logs
         dirs=Raw(dirs),
+        root_owner=root_owner,
     )
     create = script(host, f"{host}-mount", body)
     delete = script(host, f"{host}-mount-delete", fill(SCRIPTS / "mount-delete.sh", **mount))

@@ -149,6 +149,12 @@ run_head() {
 
 run_worker() {
   [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
+  # The GPU device files are root's only on the host (0660, the GPU preflight); in here a job runs
+  # as its user and Slurm's devices cgroup is what keeps it to the GPUs it was given.
+  local dev
+  for dev in /dev/nvidia*; do
+    if [ -c "$dev" ]; then chmod 0666 "$dev"; fi
+  done
   start_sssd
   start_munge
   install -d -m 0755 /var/log/slurm /var/spool/slurmd

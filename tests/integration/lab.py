@@ -48,6 +48,7 @@ pidfile() {
     glusterd) echo /run/glusterd.pid ;;
     nfs-ganesha) echo /run/ganesha.pid ;;
     rpcbind) echo /run/rpcbind.pid ;;
+    ssh) echo /run/sshd-lab.pid ;;
     *) echo "/run/$1.pid" ;;
   esac
 }
@@ -148,10 +149,11 @@ exec sleep infinity
 """
 
 SSHD_CONFIG = """\
+Include /etc/ssh/sshd_config.d/*.conf
 Port 22
 ListenAddress 0.0.0.0
 PidFile /run/sshd-lab.pid
-AuthorizedKeysFile {lab}/authorized_keys
+AuthorizedKeysFile {lab}/authorized_keys %h/.ssh/authorized_keys
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no

@@ -4,8 +4,9 @@ the Slurm hosts, SSSD in the real head, worker and login containers.
 
 A user who exists only in the directory logs in to the login node with the key the directory
 holds, gets a private home on the shared volume, and runs a job on the worker as herself. The
-directory cannot hand out root or a service account's id, cannot shadow a stack user, and a wrong
-bind password resolves nobody until the right one is back.
+directory cannot hand out root's, a service account's or a stack user's id, cannot shadow a stack
+user, lets in only members of the allowed groups, and a wrong bind password resolves nobody
+until the right one is back.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ CTR_ADDR = {h: f"{NET}.{41 + i}" for i, h in enumerate(SLURM_HOSTS)}
 BASE = "dc=example,dc=org"
 BIND_DN = f"cn=sssd,ou=services,{BASE}"
 PASSWORD = stand_in_secret("hpc:ldapBindPassword")  # what the plan's step gets on stdin
-CAROL, PHYSICS = 20101, 30101  # only in the directory
+MIN_ID, MAX_ID = 20100, 29999  # the directory's range (identity.ldap.minId/maxId)
+CAROL, PHYSICS = 20101, 20201  # only in the directory
+DAVE, CHEM = 20102, 20202  # in the directory, but chem may not log in (allowGroups: physics)
 ALICE = 20001  # in the stack (hpc:users); the directory also has an "alice", with another uid
 TOOLS = ("dockerd", "debootstrap", "/usr/sbin/sshd", "nsenter", "slapd", "slapadd", "ldapsearch", "openssl")
 
@@ -64,7 +67,15 @@ def stack(ca: str) -> dict[str, Any]:
         "hpc:groups": [{"name": "ml", "gid": 30001}],
         "hpc:users": [{"name": "alice", "uid": ALICE, "group": "ml", "sshKeys": [hostkeys.public("user-alice")]}],
         "hpc:identity": {
-            "ldap": {"uri": [f"ldap://{SSH_ADDR['ldap']}"], "baseDn": BASE, "bindDn": BIND_DN, "tlsCa": ca}
+            "ldap": {
+                "uri": [f"ldap://{SSH_ADDR['ldap']}"],
+                "baseDn": BASE,
+                "bindDn": BIND_DN,
+                "tlsCa": ca,
+                "minId": MIN_ID,
+                "maxId": MAX_ID,
+                "allowGroups": ["physics"],
+            }
         },
         "hpc:ldapBindPassword": {"secure": "stand-in"},
     }
@@ -118,8 +129,12 @@ def directory_ldif() -> str:
         person("alice", 20999, PHYSICS),  # the stack's alice has uid 20001: the stack wins
         person("mallory", 0, 0),  # root's id: out of the directory's range
         person("eve", 64030, 64030),  # the slurm service account's id
+        person("trudy", ALICE, PHYSICS),  # the stack's alice's uid: outside the directory's range
+        person("dave", DAVE, CHEM),
         entry(f"cn=physics,ou=groups,{BASE}", ("objectClass", "posixGroup"), ("cn", "physics"), ("gidNumber", PHYSICS),
               ("memberUid", "carol")),
+        entry(f"cn=chem,ou=groups,{BASE}", ("objectClass", "posixGroup"), ("cn", "chem"), ("gidNumber", CHEM),
+              ("memberUid", "dave")),
     ])  # fmt: skip
 
 
@@ -210,15 +225,30 @@ def test_the_stack_wins_over_the_directory_and_keys_stay_per_user(directory_clus
     assert (code, out.strip()) == (0, str(ALICE))
 
 
-def test_the_directory_cannot_hand_out_root_or_a_service_accounts_id(directory_cluster):
+def test_the_directory_cannot_hand_out_root_or_a_service_accounts_or_a_stack_users_id(directory_cluster):
     c, _ = directory_cluster
-    for user in ("mallory", "eve"):
+    for user in ("mallory", "eve", "trudy"):
         assert login(c, user, "id").returncode == 255, user  # no such user here, whatever its key
         for host, container in (("login", "slurm-login"), ("c1", "slurm-worker"), ("head", "slurm-head")):
             code, out = c.daemons[host].exec(container, f"getent passwd {user}")
             assert code != 0 and out.strip() == "", (host, user, out)
-    code, out = c.daemons["c1"].exec("slurm-worker", "getent passwd 0 64030")
-    assert [line.split(":")[0] for line in out.splitlines()] == ["root", "slurm"]
+    code, out = c.daemons["c1"].exec("slurm-worker", f"getent passwd 0 64030 {ALICE}")
+    assert [line.split(":")[0] for line in out.splitlines()] == ["root", "slurm", "alice"]
+
+
+def test_only_the_allowed_groups_log_in(directory_cluster):
+    """dave is a directory user (resolved everywhere, in range) whose group may not log in: his
+    own key is accepted, then SSSD's access provider refuses the account (PAM) and sshd closes
+    the connection; carol, in physics, gets in."""
+    c, _ = directory_cluster
+    code, out = c.daemons["login"].exec("slurm-login", "getent passwd dave")
+    assert code == 0 and out.split(":")[2] == str(DAVE), out
+    denied = login(c, "dave", "id -un")
+    assert denied.returncode == 255 and "Connection closed" in denied.stderr, denied  # key accepted, account refused
+    log = c.daemons["login"].api.logs("slurm-login").decode()
+    assert "Access denied for user dave by PAM account configuration" in log, log[-2000:]
+    assert "dave" not in denied.stdout
+    assert login(c, "carol", "id -un").stdout.strip() == "carol"
 
 
 def test_a_wrong_bind_password_resolves_nobody_until_the_right_one_is_back(directory_cluster):

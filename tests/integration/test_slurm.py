@@ -447,6 +447,27 @@ def test_gpu_gres_is_allocated_and_confined(cluster):
     assert "'/dev/nvidia1' for reading: Operation not permitted" in one
 
 
+def test_gpus_are_roots_on_the_host_and_a_users_job_still_gets_its_own(cluster):
+    """The GPU preflight made the device files 0660 root:root on the host (and NVreg_DeviceFileMode
+    for the driver's next load): alice cannot open a GPU there; in the worker container her job
+    opens the one Slurm gave it and not the other (the devices cgroup)."""
+    for host in ("w1", "w2"):
+        modes = cluster.lab.ssh(host, "stat -c '%a %U:%G' /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl").stdout.split()
+        assert modes == ["660", "root:root"] * 3, (host, modes)
+        conf = cluster.lab.ssh(host, "cat /etc/modprobe.d/90-hpc-cluster-nvidia.conf").stdout
+        assert "NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=0 NVreg_DeviceFileMode=0660" in conf
+    direct = cluster.lab.ssh("w1", "runuser -u alice -- head -c1 /dev/nvidia0", check=False)
+    assert direct.returncode != 0 and "Permission denied" in direct.stderr, direct
+    probe = "echo $CUDA_VISIBLE_DEVICES; id -un; head -c1 /dev/nvidia0 2>&1; head -c1 /dev/nvidia1 2>&1; true"
+    job = f"sbatch --wait --parsable -w w1 --gres=gpu:a100:1 -o gpu-%j.out --wrap '{probe}'"
+    sub = ssh_login(cluster, "alice", job)
+    assert sub.returncode == 0, sub.stderr
+    out = (cluster.shared / "home" / "alice" / f"gpu-{sub.stdout.strip()}.out").read_text()
+    assert out.splitlines()[:2] == ["0", "alice"], out
+    assert "'/dev/nvidia0' for reading: No such device or address" in out  # opened: no driver behind it
+    assert "'/dev/nvidia1' for reading: Operation not permitted" in out  # not hers: the devices cgroup
+
+
 def test_a_job_cannot_write_to_the_cgroup_tree(cluster):
     """slurmd keeps CAP_SYS_ADMIN and a writable cgroup tree; a job (run as its user) gets neither:
     it can neither raise its own memory limit nor touch another cgroup."""
@@ -503,6 +524,52 @@ def test_no_password_login_no_root_login_no_stranger(cluster):
     assert root.returncode == 255 and "Permission denied" in root.stderr
     wrong_key = ssh_login(cluster, "alice", "true", "bob")  # bob's key does not open alice's account
     assert wrong_key.returncode == 255 and "Permission denied" in wrong_key.stderr
+
+
+def test_a_researchers_own_key_opens_no_host(cluster):
+    """From the login node alice can put her key in her own authorized_keys (her home is on the
+    shared volume, which every host mounts): no host lets her in, since host accounts have no
+    shell and sshd denies the cluster's users; root still logs in, the login node still works."""
+    ssh_dir = cluster.shared / "home" / "alice" / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    keys = ssh_dir / "authorized_keys"
+    keys.write_text(hostkeys.key_file("user-alice").with_suffix(".pub").read_text())
+    for path in (ssh_dir, keys):
+        os.chown(path, USERS["alice"], USERS["alice"])
+    key = hostkeys.key_file("user-alice")
+    for host in ("head", "w1", "c1", "login"):
+        assert cluster.lab.ssh(host, "getent passwd alice").stdout.strip().endswith(":/usr/sbin/nologin")
+        argv = ["ip", "netns", "exec", f"{cluster.lab.prefix}-cl", "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                "-o", "ConnectTimeout=10", f"alice@{cluster.lab.hosts[host].address}", "id -un"]  # fmt: skip
+        onto = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert onto.returncode == 255 and "Permission denied" in onto.stderr, (host, onto)
+        assert "alice" not in onto.stdout
+        assert cluster.lab.ssh(host, "id -un").stdout.strip() == "root"
+    assert ssh_login(cluster, "alice", "id -un").stdout.strip() == "alice"
+
+
+def test_a_sudo_deploy_user_needs_docker_of_its_own_on_docker_hosts(cluster):
+    """Pulumi's Docker provider connects as the login user, without sudo: the preflight asks Docker
+    as that user and stops naming the fix (the docker group, root-equivalent, or sshUser: root)."""
+    from components.preflight import preflight
+    from components.scripts import wrap
+
+    grant = "echo 'ops ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/ops && chmod 0440 /etc/sudoers.d/ops"
+    add = f"useradd -m -d /srv/home-ops -s /bin/bash ops && usermod -p '*' ops && {grant}"
+    cluster.lab.on("c1", ["bash", "-c", add])
+    try:
+        check = wrap(preflight("c1", docker=True, nvidia=False).create)
+        stopped = cluster.lab.ssh("c1", check, user="ops", check=False)
+        assert stopped.returncode != 0
+        last = stopped.stderr.strip().splitlines()[-1]
+        assert last.startswith("hpc: error: c1: Docker answers root but not ops, the user Pulumi's Docker provider")
+        assert "permission denied" in last and "add ops to the docker group (root-equivalent" in last, last
+        cluster.lab.on("c1", ["usermod", "-aG", "docker", "ops"])
+        ready = cluster.lab.ssh("c1", check, user="ops")
+        assert "hpc: c1 is ready: Debian GNU/Linux 12 (bookworm), user ops docker " in ready.stdout
+    finally:
+        cluster.lab.on("c1", ["bash", "-c", "userdel -r ops 2>/dev/null; rm -f /etc/sudoers.d/ops"], check=False)
 
 
 def test_associations_come_from_the_stack_and_are_enforced(cluster, planned):

@@ -70,15 +70,29 @@ def test_second_run_changes_nothing(lab, planned):
     assert lab.ssh("gl1", "grep -c /srv/gfsv /etc/fstab").stdout.strip() == "1"
 
 
+def test_the_volume_root_is_roots_and_the_mount_step_puts_it_back(lab, planned):
+    """Whoever owns the volume root can swap any home (issue 26): it is 0:0 0755 on every host,
+    and a root made a user's (or world-writable) is put back by the next mount step."""
+    for h in ("gl1", "gl2", "gl3"):
+        assert lab.ssh(h, "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "755 0:0", h
+    lab.ssh("gl1", "chown 1000:1000 /srv/gfsv && chmod 0777 /srv/gfsv")
+    assert lab.ssh("gl2", "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "777 1000:1000"  # one volume
+    out = run_step(lab, planned["gl2-mount-fstab"]).stdout
+    assert "hpc: changed: set mode 0755 owner 0:0 on /srv/gfsv" in out
+    assert lab.ssh("gl3", "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "755 0:0"
+    assert run_step(lab, planned["gl1-mount-fstab"]).stdout.rstrip().endswith("hpc: result=unchanged")
+
+
 def test_nfs_write_from_allowed_client_is_readable_on_another_host(lab):
-    url = f"nfs://{NET}.11/gv/hello.txt?version=4&uid=1000&gid=1000"
+    lab.ssh("gl1", "install -d -o 1000 -g 1000 -m 0755 /srv/gfsv/lab")  # the root is root's: a user's dir
+    url = f"nfs://{NET}.11/gv/lab/hello.txt?version=4&uid=1000&gid=1000"
     src = lab.dir / "hello.txt"
     src.write_text("written through NFS-Ganesha\n")
     proc = lab.in_client("cl", ["nfs-cp", str(src), url])
     assert proc.returncode == 0, proc.stderr
-    assert lab.ssh("gl2", "cat /srv/gfsv/hello.txt").stdout == "written through NFS-Ganesha\n"
+    assert lab.ssh("gl2", "cat /srv/gfsv/lab/hello.txt").stdout == "written through NFS-Ganesha\n"
     for h in ("gl1", "gl2", "gl3"):  # replicated to every brick, owned by the client's uid
-        assert lab.ssh(h, "stat -c %u /srv/bricks/gv0/brick/hello.txt").stdout.strip() == "1000"
+        assert lab.ssh(h, "stat -c %u /srv/bricks/gv0/brick/lab/hello.txt").stdout.strip() == "1000"
 
 
 def test_root_is_squashed(lab):
@@ -90,9 +104,9 @@ def test_root_is_squashed(lab):
 
 
 def test_client_outside_allowed_network_is_refused(lab):
-    inside = lab.in_client("cl", ["nfs-ls", f"nfs://{NET}.11/gv/?version=4"])
+    inside = lab.in_client("cl", ["nfs-ls", f"nfs://{NET}.11/gv/lab/?version=4"])
     assert inside.returncode == 0 and "hello.txt" in inside.stdout
-    outside = lab.in_client("out", ["nfs-ls", f"nfs://{NET}.11/gv/?version=4"])
+    outside = lab.in_client("out", ["nfs-ls", f"nfs://{NET}.11/gv/lab/?version=4"])
     assert outside.returncode != 0
     assert "hello.txt" not in outside.stdout
 
@@ -100,7 +114,7 @@ def test_client_outside_allowed_network_is_refused(lab):
 def test_the_container_range_and_unprivileged_users_cannot_reach_the_volume(lab):
     """A job or a pod (container range) could claim any uid with a user-space client; so could an
     unprivileged user on a host. Neither may mount the volume, over NFS or natively."""
-    url = f"nfs://{NET}.11/gv/?version=4&uid=1000&gid=1000"
+    url = f"nfs://{NET}.11/gv/lab/?version=4&uid=1000&gid=1000"
     assert lab.in_client("cl", ["nfs-ls", url]).returncode == 0  # root on an allowed host
     ctr = lab.in_client("ctr", ["nfs-ls", url])
     assert ctr.returncode != 0 and "hello.txt" not in ctr.stdout
@@ -109,7 +123,7 @@ def test_the_container_range_and_unprivileged_users_cannot_reach_the_volume(lab)
     mnt = lab.dir / "ctr-mnt"
     mnt.mkdir()
     fuse = lab.in_client("ctr", ["unshare", "-m", "sh", "-c",
-                                 f"mount -t glusterfs {NET}.11:/gv0 {mnt}; cat {mnt}/hello.txt"])  # fmt: skip
+                                 f"mount -t glusterfs {NET}.11:/gv0 {mnt}; cat {mnt}/lab/hello.txt"])  # fmt: skip
     assert fuse.returncode != 0 and "written through" not in fuse.stdout, fuse.stdout
     opts = lab.ssh("gl1", "gluster volume get gv0 auth.allow").stdout
     assert f"{NET}.11,{NET}.12,{NET}.13" in opts
@@ -118,7 +132,7 @@ def test_the_container_range_and_unprivileged_users_cannot_reach_the_volume(lab)
 NATIVE_READ = """
 m=$(mktemp -d); glusterfs -N --volfile-server={server} --volfile-id=gv0 {flags} "$m" & pid=$!
 for _ in $(seq 100); do mountpoint -q "$m" && break; sleep 0.1; done
-rc=0; timeout 30 cat "$m/hello.txt" || rc=$?
+rc=0; timeout 30 cat "$m/lab/hello.txt" || rc=$?
 umount "$m" 2>/dev/null || kill "$pid"; wait "$pid" || true; rmdir "$m"; exit "$rc"
 """
 
@@ -227,7 +241,7 @@ def test_delete_scripts_undo_create_but_keep_the_data(lab, planned):
         assert lab.ssh(h, "mountpoint -q /srv/gfsv", check=False).returncode != 0
         assert "/srv/gfsv" not in lab.ssh(h, "cat /etc/fstab").stdout
         assert lab.ssh(h, "systemctl is-active glusterd", check=False).returncode != 0
-        assert lab.ssh(h, "cat /srv/bricks/gv0/brick/hello.txt").stdout == "written through NFS-Ganesha\n"
+        assert lab.ssh(h, "cat /srv/bricks/gv0/brick/lab/hello.txt").stdout == "written through NFS-Ganesha\n"
     assert lab.ssh("gl1", "systemctl is-active nfs-ganesha", check=False).returncode != 0
     assert lab.ssh("gl1", "test -e /etc/ganesha/ganesha.conf", check=False).returncode != 0
     # The volume definition survives too: bring glusterd back and it is still there.

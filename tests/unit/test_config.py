@@ -247,6 +247,16 @@ CASES = [
         "uid 10001 is taken",
     ),
     (
+        "a user named as a host's deploy account",
+        {
+            **hosts(set_([0, "sshUser"], "ops")),
+            "hpc:users": [{"name": "ops", "uid": 20001, "group": "ml"}],
+            "hpc:groups": [{"name": "ml", "gid": 20000}],
+        },
+        "hpc:users[ops].name",
+        "'ops' is the SSH user of host rpi1; choose another name",
+    ),
+    (
         "a private key given as an SSH key",
         {
             "hpc:users": [{"name": "alice", "uid": 20001, "group": "ml", "sshKeys": ["-----BEGIN OPENSSH PRIVATE"]}],

@@ -41,6 +41,7 @@ LDAP = {
     "baseDn": "dc=example,dc=org",
     "bindDn": "cn=sssd,ou=services,dc=example,dc=org",
     "tlsCa": CA,
+    "allowGroups": ["physics", "hpc-users"],
 }
 SLURM_HOSTS = ("rpi1", "rpi2", "rpi3")  # dev: the Slurm head and its two CPU workers
 
@@ -73,6 +74,11 @@ def problems(overrides):
         ({**LDAP, "tlsCa": CA.replace(CA.splitlines()[3], CA.splitlines()[3][::-1])}, "hpc:identity.ldap.tlsCa",
          "damaged"),
         ({**LDAP, "bindUser": "x"}, "hpc:identity.ldap.bindUser", "unknown config key"),
+        ({k: v for k, v in LDAP.items() if k != "allowGroups"}, "hpc:identity.ldap.allowGroups", "missing"),
+        ({**LDAP, "allowGroups": []}, "hpc:identity.ldap.allowGroups", "at least 1"),
+        ({**LDAP, "allowGroups": ["a,b"]}, "hpc:identity.ldap.allowGroups[0]", "a directory group name"),
+        ({**LDAP, "minId": 30000, "maxId": 20000}, "hpc:identity.ldap.minId", "above maxId 20000"),
+        ({**LDAP, "minId": 999}, "hpc:identity.ldap.minId", "1000"),
     ],
 )
 def test_bad_directory_settings_name_the_key(ldap, key, fragment):
@@ -86,6 +92,25 @@ def test_a_private_key_in_the_ca_bundle_is_never_echoed():
     assert body[:20] not in " ".join(found.values())
 
 
+def test_stack_ids_the_directory_range_and_the_volume_owner_are_disjoint():
+    people = {
+        "hpc:groups": [{"name": "ml", "gid": 30001}],
+        "hpc:users": [{"name": "alice", "uid": 20001, "group": "ml"}],
+    }
+    wide = problems({**with_ldap(), **people})  # the default range is the whole of 1000-59999
+    assert wide["hpc:users[alice].uid"] == (
+        "uid 20001 is inside the directory's range identity.ldap.minId-maxId (1000-59999): move it or narrow the range"
+    )
+    assert "gid 30001 is inside" in wide["hpc:groups[ml].gid"]
+    narrow = with_ldap({**LDAP, "minId": 40000, "maxId": 49999})
+    plan.run("dev", {**narrow, **people})
+    owned = problems({**narrow, **people, "hpc:storage": {"ownerUid": 20001}})
+    assert owned == {"hpc:storage.ownerUid": "uid 20001 is user alice's: that user would own the volume root; "
+                     "leave it 0 (root)"}  # fmt: skip
+    in_range = problems({**narrow, "hpc:storage": {"ownerUid": 40001, "ownerGid": 40001}})
+    assert set(in_range) == {"hpc:storage.ownerUid", "hpc:storage.ownerGid"}
+
+
 def test_a_bind_dn_needs_its_password_and_a_password_needs_a_bind_dn():
     assert "required secret is missing" in problems(with_ldap(password=None))["hpc:ldapBindPassword"]
     anonymous = {k: v for k, v in LDAP.items() if k != "bindDn"}
@@ -94,16 +119,19 @@ def test_a_bind_dn_needs_its_password_and_a_password_needs_a_bind_dn():
 
 
 def test_sssd_conf_keeps_the_directory_away_from_system_ids_and_requires_tls():
-    d = sssd.Directory(("ldap://a", "ldaps://b"), "dc=x", "cn=s,dc=x", CA + "\n", "sshPublicKey")
+    d = sssd.Directory(
+        ("ldap://a", "ldaps://b"), "dc=x", "cn=s,dc=x", CA + "\n", "sshPublicKey", (20100, 29999), ("physics", "ml")
+    )
     conf = sssd.sssd_conf(d)
     lines = dict(line.split(" = ", 1) for line in conf.splitlines() if " = " in line)
-    assert lines["min_id"] == "1000" and lines["max_id"] == "59999"
+    assert lines["min_id"] == "20100" and lines["max_id"] == "29999"
+    assert lines["access_provider"] == "simple" and lines["simple_allow_groups"] == "physics, ml"
     assert lines["ldap_tls_reqcert"] == "demand" and lines["ldap_id_use_start_tls"] == "true"
     assert lines["ldap_default_authtok"] == sssd.PASSWORD_PLACEHOLDER
     assert lines["auth_provider"] == "none"  # no password is ever checked: logins stay key-only
     assert "root" in lines["filter_users"] and "slurm" in lines["filter_users"]
     assert lines["services"] == "nss, pam, ssh" and lines["ldap_user_ssh_public_key"] == "sshPublicKey"
-    only_ldaps = sssd.sssd_conf(sssd.Directory(("ldaps://b",), "dc=x", None, CA, None))
+    only_ldaps = sssd.sssd_conf(sssd.Directory(("ldaps://b",), "dc=x", None, CA, None, (1000, 59999), ("ml",)))
     assert "ldap_id_use_start_tls = false" in only_ldaps
     assert "authtok" not in only_ldaps and "ssh" not in only_ldaps.split("[nss]")[0]
 

@@ -150,3 +150,10 @@ def test_login_sshd_takes_keys_only_and_no_root():
     for line in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin no",
                  "AuthorizedKeysFile /var/lib/extrausers/keys/%u"):  # fmt: skip
         assert f"\n{line}\n" in conf
+
+
+def test_preflight_keeps_gpu_device_files_roots_and_its_delete_removes_the_driver_setting():
+    step = steps.gpu_preflight("gpu01", 8)
+    assert f"hpc_put_file {steps.NVIDIA_MODPROBE_FILE} 0644 0:0" in step.create
+    assert "NVreg_DeviceFileMode=0660" in step.create and 'hpc_fix_mode "$dev" 0660 0:0' in step.create
+    assert f"rm -f {steps.NVIDIA_MODPROBE_FILE}" in (step.delete or "")

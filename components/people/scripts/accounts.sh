@@ -1,5 +1,6 @@
 #@ The account files the host's containers read (NSS extrausers) and the same users and groups on
-#@ the host itself: fixed ids, a name or id used otherwise fails naming both, no password.
+#@ the host itself: fixed ids, a name or id used otherwise fails naming both, no password, no
+#@ shell and no SSH (nologin; sshd's DenyUsers in a drop-in): only jobs reach compute.
 hpc_dir @dir@ 0755 0:0
 hpc_dir @dir@/keys 0755 0:0
 @files@
@@ -27,7 +28,7 @@ ensure_user() {
   have=$(getent passwd "$name" | cut -d: -f3) || true
   if [ -z "$have" ]; then
     if other=$(getent passwd "$uid"); then hpc_fail "@host@: uid $uid for $name is taken by ${other%%:*}"; fi
-    useradd -u "$uid" -g "$gid" ${more:+-G "$more"} -M -d "$home" -s /bin/bash "$name"
+    useradd -u "$uid" -g "$gid" ${more:+-G "$more"} -M -d "$home" -s @nologin@ "$name"
     usermod -p '*' "$name"
     hpc_changed "added user $name ($uid)"
   elif [ "$have" != "$uid" ]; then
@@ -35,6 +36,10 @@ ensure_user() {
   elif [ "$(id -G "$name" | tr ' ' '\n' | sort -n | paste -sd,)" != "$all" ]; then
     usermod -g "$gid" -G "$more" "$name"
     hpc_changed "set the groups of $name"
+  fi
+  if [ "$(getent passwd "$name" | cut -d: -f7)" != @nologin@ ]; then
+    usermod -s @nologin@ "$name"
+    hpc_changed "set the shell of $name to @nologin@ (no shell on hosts: jobs and the login node only)"
   fi
   echo "$name" >>"$managed.new"
 }
@@ -48,3 +53,17 @@ while read -r old; do
   fi
 done < <(cat "$managed" 2>/dev/null || true)
 mv -f "$managed.new" "$managed"
+# No SSH for the cluster's users on this host (their key on the shared home would open it, and
+# nologin alone still lets a key forward ports). sshd must read the drop-in directory.
+@sshd_dropin@
+if hpc_file_changed; then
+  if ! out=$(sshd -t 2>&1); then
+    rm -f @dropin@
+    hpc_fail "@host@: sshd refuses its configuration with @dropin@: $out"
+  fi
+  if systemctl is-active --quiet ssh 2>/dev/null; then systemctl reload ssh; fi
+fi
+effective=$(sshd -T 2>&1) || hpc_fail "@host@: sshd -T failed: $(tail -n1 <<<"$effective")"
+denied=$(awk '$1 == "denyusers" { print $2 }' <<<"$effective" | sort | paste -sd' ')
+[ "$denied" = @denied@ ] || hpc_fail "@host@: sshd does not read @dropin@ (denies '$denied', wants @denied@): \
+add 'Include /etc/ssh/sshd_config.d/*.conf' at the top of /etc/ssh/sshd_config"

@@ -1,4 +1,6 @@
-#@ Fail clearly unless the NVIDIA driver is new enough and the node shows the profile's GPUs.
+#@ Fail clearly unless the NVIDIA driver is new enough and the node shows the profile's GPUs; then
+#@ the GPU device files are root's only on the host (0660, group root: no user opens a GPU outside
+#@ Slurm), now and at the driver's next load (NVreg_DeviceFileMode in modprobe.d).
 gpus=@gpus@
 command -v nvidia-smi >/dev/null \
   || hpc_fail "@host@: nvidia-smi not found: install the NVIDIA driver (R@min_branch@ or newer)"
@@ -15,4 +17,9 @@ fi
 for ((i = 0; i < gpus; i++)); do
   [ -c "/dev/nvidia$i" ] || hpc_fail "@host@: /dev/nvidia$i is missing"
 done
-echo "hpc: @host@: @gpus@ GPUs, driver R$branch"
+@modprobe@
+for dev in /dev/nvidia*; do  # the GPUs, nvidiactl, nvidia-uvm*, nvidia-modeset: what the driver made
+  [ -c "$dev" ] || continue
+  hpc_fix_mode "$dev" 0660 0:0
+done
+echo "hpc: @host@: @gpus@ GPUs, driver R$branch, device files 0660 and root's"

@@ -1,5 +1,6 @@
 #@ The volume in /etc/fstab (backup volfile servers) and mounted; another Gluster volume on the
-#@ mount point is replaced, anything else fails naming both sources; then the shared directories.
+#@ mount point is replaced, anything else fails naming both sources; then the volume root (0755,
+#@ root's unless the stack says otherwise: whoever owns it can swap any home) and the shared dirs.
 hpc_install glusterfs-client
 want=@line@
 have=$(awk -v mp=@mount_point@ '$2 == mp' @fstab@)
@@ -40,4 +41,5 @@ $(grep -s '\] E \[' "$log" | tail -n 2 | cut -c1-300 | tr '\n' ' ')"
   fi
   hpc_changed "mounted @mount_text@"
 fi
+hpc_fix_mode @mount_point@ 0755 @root_owner@
 @dirs@
