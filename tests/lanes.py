@@ -8,7 +8,8 @@ one lane. Labs are already isolated per process (namespaces named by PID, privat
 each lane has its own pytest cache and timing file.
 
 Every line a lane prints is shown as it comes, prefixed ``[lane]``; at the end a table gives each
-lane's wall time, exit status and pytest's summary line, the suites' times are merged into
+lane's wall time, exit status and pytest's summary line, then every failed test's name (CI keeps
+only the end of a run's output), the suites' times are merged into
 ``build/test-times.json`` and the lanes' table written to ``build/test-lanes.txt`` (``.ci/run``
 prints both).
 The exit status is 0 only when every lane passed. ``HPC_LANES=1`` runs the lanes one after
@@ -45,11 +46,13 @@ def lane_args() -> dict[str, list[str]]:
     return {**LANES, REST: ["tests", *(f"--ignore={p}" for p in taken)]}
 
 
-def _pump(name: str, stream: IO[bytes], tail: list[str], lock: threading.Lock) -> None:
+def _pump(name: str, stream: IO[bytes], tail: list[str], failed: list[str], lock: threading.Lock) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace").rstrip("\n")
         tail.append(line)
         del tail[:-40]
+        if line.startswith(("FAILED ", "ERROR ")):  # pytest's short summary: the tests that failed
+            failed.append(line[:300])
         with lock:
             sys.stdout.write(f"[{name}] {line}\n")
             sys.stdout.flush()
@@ -76,8 +79,10 @@ class Lane:
             start_new_session=True,  # its own process group: an interrupt reaches the whole lane
         )  # fmt: skip
         self.tail: list[str] = []
+        self.failed: list[str] = []
         assert self.proc.stdout is not None
-        self.reader = threading.Thread(target=_pump, args=(name, self.proc.stdout, self.tail, lock), daemon=True)
+        pump_args = (name, self.proc.stdout, self.tail, self.failed, lock)
+        self.reader = threading.Thread(target=_pump, args=pump_args, daemon=True)
         self.reader.start()
         self.seconds = 0.0
 
@@ -128,6 +133,8 @@ def run(lanes_args: dict[str, list[str]], extra: list[str], serial: bool = False
         for lane in lanes:
             lane.interrupt()
     rows = [f"{lane.seconds:8.0f} s  {lane.name:6s}  rc={codes[lane.name]}  {_summary(lane.tail)}" for lane in lanes]
+    # the failed tests' names under the table: CI keeps only the end of a run's output
+    rows += [f"          {lane.name:6s}  {line}" for lane in lanes for line in lane.failed]
     print(f"\n=== lanes ({'one after another' if serial else 'side by side'})", *rows, sep="\n")
     (build / "test-times.json").write_text(json.dumps(merge_times(lanes), indent=1) + "\n")
     (build / "test-lanes.txt").write_text("".join(f"{row}\n" for row in rows))

@@ -44,8 +44,10 @@ def test_a_failing_lane_fails_the_run_and_each_line_names_its_lane(tmp_path, cap
     out = capsys.readouterr().out
     assert "[b] " in out and "assert 1 == 2" in out
     table = (tmp_path / "test-lanes.txt").read_text().splitlines()
-    assert [row.split()[2:4] for row in table] == [["a", "rc=0"], ["b", "rc=1"]]
+    assert [row.split()[2:4] for row in table[:2]] == [["a", "rc=0"], ["b", "rc=1"]]
     assert "1 failed" in table[1]
+    assert table[2].split()[:2] == ["b", "FAILED"] and "test_bad.py::test_it" in table[2]  # named in CI's tail
+    assert len(table) == 3
 
 
 def test_an_interrupted_run_stops_every_lane(tmp_path):
