@@ -7,9 +7,11 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 BASE ?= origin/main
 UP_FLAGS ?=
-PULUMI_BACKEND_URL ?= file://$(CURDIR)/.pulumi-state
+# The operator's backend wins (the environment); else local state outside the checkout (a CI
+# checkout is wiped on every run): one state for every checkout of this user.
+PULUMI_BACKEND_URL ?= file://$(HOME)/.local/state/hpc-cluster/pulumi
 
-.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test bench engine k8s-api images preview up clean
+.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test bench engine k8s-api images preview up secret clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -74,20 +76,28 @@ define need_pulumi
 	@command -v pulumi >/dev/null || [ -x .engine/bin/pulumi ] || { \
 	  echo "No Pulumi CLI: run 'make engine' (builds it from Go modules) or install one;" >&2; \
 	  echo "'make plan STACK=$(STACK)' shows the offline plan." >&2; exit 1; }
-	@mkdir -p $(patsubst file://%,%,$(PULUMI_BACKEND_URL))
+	@case '$(PULUMI_BACKEND_URL)' in file://*) mkdir -p '$(patsubst file://%,%,$(PULUMI_BACKEND_URL))' ;; esac
 endef
 
 preview: venv ## pulumi preview of STACK with the policy pack (needs a Pulumi CLI)
 	$(need_pulumi)
+	env $(ENGINE_ENV) bash tools/need-stack.sh $(STACK)
 	$(PY) -m offline.plan --stack $(STACK) --quiet
 	env $(ENGINE_ENV) pulumi preview --stack $(STACK) --diff --policy-pack policy \
 	  --policy-pack-config build/$(STACK)/policy-config.json
 
-up: venv ## pulumi up of STACK with the policy pack (UP_FLAGS passed on)
+up: venv ## pulumi up of STACK with the policy pack (UP_FLAGS passed on); never creates STACK
 	$(need_pulumi)
+	env $(ENGINE_ENV) bash tools/need-stack.sh $(STACK)
 	$(PY) -m offline.plan --stack $(STACK) --quiet
 	env $(ENGINE_ENV) pulumi up --stack $(STACK) --policy-pack policy \
 	  --policy-pack-config build/$(STACK)/policy-config.json $(UP_FLAGS)
+
+secret: ## Set secret KEY of STACK from standard input (e.g. the runner's store | make secret KEY=hpc:sshPrivateKey)
+	$(need_pulumi)
+	@[ -n "$(KEY)" ] || { echo "hpc: error: KEY is not set: make secret STACK=<stack> KEY=hpc:<name> < value" >&2; exit 1; }
+	@env $(ENGINE_ENV) bash tools/need-stack.sh $(STACK)
+	@env $(ENGINE_ENV) pulumi config set --secret --stack $(STACK) $(KEY) >/dev/null
 
 clean: ## Remove build outputs and caches
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
