@@ -21,10 +21,10 @@ def prod_shaped(workers: int) -> dict[str, Any]:
     on a /16 (hosts in 10.40.0-127.x, containers in 10.40.128-255.x)."""
     base = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())["config"]
     keep = [h for h in base["hpc:hosts"] if not h["name"].startswith("gpu")]
-    for h in keep:
+    for n, h in enumerate(keep):
         h.pop("rack", None)
-        if "containerAddress" in h:
-            h["containerAddress"] = "10.40.128.2"
+        if "containerAddress" in h:  # the head, the login node
+            h["containerAddress"] = f"10.40.128.{2 + n}"
     hosts = keep + [
         {
             "name": worker_name(i),

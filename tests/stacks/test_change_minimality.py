@@ -47,6 +47,7 @@ def test_adding_one_worker(base):
         f"{new}-mount",
         f"{new}-mount-fstab",
         f"{new}-exporters",
+        f"{new}-accounts",  # the stack's users on the new host (no shell, no SSH)
     }
     assert removed == set()
     # the head's config, Gluster's auth.allow (it lists every host) and Prometheus's targets;

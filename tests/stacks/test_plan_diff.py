@@ -43,11 +43,11 @@ def test_adding_a_gpu_worker(clone):
         c["hpc:hosts"].append(
             {
                 "name": "gpu2",
-                "address": "192.168.0.111",
+                "address": "192.168.0.112",
                 "sshUser": "pi",
                 "profile": "a100x2-80g",
                 "roles": ["gpu-worker"],
-                "containerAddress": "192.168.0.205",
+                "containerAddress": "192.168.0.206",
             }
         )
 
@@ -56,7 +56,7 @@ def test_adding_a_gpu_worker(clone):
     assert "| `gpu2-container` | `docker:index/container:Container` |" in md
     assert "| `rpi1-slurm-conf` | `command:remote:Command` | stdin |" in md
     assert "### rpi2" not in md and "### rpi3" not in md  # the sibling workers are untouched
-    assert "+NodeName=gpu2 NodeAddr=192.168.0.205 CPUs=32" in md
+    assert "+NodeName=gpu2 NodeAddr=192.168.0.206 CPUs=32" in md
     assert "### Policies" in md
     # Shared text is not repeated: the library is one file, a new host's files that match a
     # sibling's are one line each, and the new machine's section comes first.

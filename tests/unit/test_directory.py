@@ -42,8 +42,10 @@ LDAP = {
     "bindDn": "cn=sssd,ou=services,dc=example,dc=org",
     "tlsCa": CA,
     "allowGroups": ["physics", "hpc-users"],
+    "minId": 30000,  # apart from the dev stack's example users (20001, 20002) and group (20000)
+    "maxId": 39999,
 }
-SLURM_HOSTS = ("rpi1", "rpi2", "rpi3")  # dev: the Slurm head and its two CPU workers
+SLURM_HOSTS = ("rpi1", "rpi2", "rpi3", "login1")  # dev: the Slurm head, its two CPU workers, the login node
 
 
 def with_ldap(ldap=None, password="s3cr3t-bind&pw"):
@@ -97,7 +99,8 @@ def test_stack_ids_the_directory_range_and_the_volume_owner_are_disjoint():
         "hpc:groups": [{"name": "ml", "gid": 30001}],
         "hpc:users": [{"name": "alice", "uid": 20001, "group": "ml"}],
     }
-    wide = problems({**with_ldap(), **people})  # the default range is the whole of 1000-59999
+    default_range = {k: v for k, v in LDAP.items() if k not in ("minId", "maxId")}
+    wide = problems({**with_ldap(default_range), **people})  # the default range: all of 1000-59999
     assert wide["hpc:users[alice].uid"] == (
         "uid 20001 is inside the directory's range identity.ldap.minId-maxId (1000-59999): move it or narrow the range"
     )

@@ -10,13 +10,6 @@ from components.slurm.images import SLURM_CONTEXT, image_hash
 from offline.mocks import plain
 from tests.stacks.test_operator_errors import DEV
 
-# A login node added to dev (the committed dev stack has none): its own host and container address.
-LOGIN_HOST = {
-    "name": "login1", "address": "192.168.0.111", "sshUser": "pi", "profile": "rpi4-8g", "roles": ["login"],
-    "containerAddress": "192.168.0.205",
-    "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPp8MqQyhGhm/E82pkr0j3l3RJh2JvqfUqdU8cX3GOFs",
-}  # fmt: skip
-
 
 def test_kernel_tuning_from_ml_prod_v4_memory():
     t = steps.KernelTuning.for_profile(hardware.CATALOGUE["ml-prod-v4"])
@@ -116,14 +109,14 @@ def test_a_login_image_change_replaces_only_the_login_container(tmp_path, monkey
     def image_names(result):
         return {r.name: plain(r.inputs)["imageName"] for r in result.of_type("docker:index/image:Image")}
 
-    login = {"hpc:hosts": DEV["hpc:hosts"] + [LOGIN_HOST]}
-    before = plan.run("dev", login)
+    assert any(h["roles"] == ["login"] for h in DEV["hpc:hosts"])  # dev has its login node, login1
+    before = plan.run("dev")
     context = edited_context(tmp_path / "images", "Dockerfile.login", "\n# a comment\n")  # .../images/slurm
     monkeypatch.setattr(images, "IMAGES_DIR", context.parent)
     monkeypatch.setattr(images, "SLURM_CONTEXT", context)
     images.image_hash.cache_clear()
     try:
-        after = plan.run("dev", login)
+        after = plan.run("dev")
     finally:
         images.image_hash.cache_clear()
     changed = {n for n, v in image_names(after).items() if image_names(before).get(n) != v}
