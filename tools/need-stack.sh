@@ -15,4 +15,3 @@ if ! python3 -c 'import json, sys; sys.exit(0 if any(s["name"].split("/")[-1] ==
     "since a new one would generate new cluster secrets" >&2
   exit 1
 fi
-pulumi stack select "$stack" >/dev/null

@@ -46,9 +46,14 @@ def passwd(people: tuple[Person, ...], home_root: str = "/home") -> str:
     return "".join(f"{p.name}:x:{p.uid}:{p.gid}:{p.name}:{home_root}/{p.name}:/bin/bash\n" for p in people)
 
 
+def denied_users(people: tuple[Person, ...]) -> str:
+    """The cluster's users as sshd's DenyUsers lists them (and ``sshd -T`` prints them back)."""
+    return " ".join(sorted(p.name for p in people))
+
+
 def sshd_dropin(people: tuple[Person, ...]) -> str:
     """sshd refuses the cluster's users on hosts (they log in to the login node's container)."""
-    names = " ".join(sorted(p.name for p in people))
+    names = denied_users(people)
     head = "# hpc-cluster: the cluster's users log in to the login node only\n"
     return head + (f"DenyUsers {names}\n" if names else "")
 
@@ -91,7 +96,7 @@ def host_accounts(host: str, people: tuple[Person, ...], groups: tuple[Group, ..
         nologin=NOLOGIN,
         dropin=SSHD_DROPIN,
         sshd_dropin=Raw(put_file(SSHD_DROPIN, "0644", sshd_dropin(people))),
-        denied=" ".join(sorted(p.name for p in people)),
+        denied=denied_users(people),
     )
     create = script(host, f"{host}-accounts", body)
     undo = f"rm -rf {ACCOUNTS_DIR}\nrm -f {SSHD_DROPIN}\n"
