@@ -35,7 +35,11 @@ BUILD = ROOT / "build"
 
 # Lane name -> its test paths. The last lane (``REST``) runs everything the others do not.
 LANES: dict[str, list[str]] = {
-    "slurm": ["tests/integration/test_slurm.py", "tests/integration/test_scheduling.py"],
+    "slurm": [
+        "tests/integration/test_slurm.py",
+        "tests/integration/test_scheduling.py",
+        "tests/integration/test_directory.py",  # Slurm containers too (login node, SSSD)
+    ],
 }
 REST = "rest"
 
@@ -46,13 +50,19 @@ def lane_args() -> dict[str, list[str]]:
     return {**LANES, REST: ["tests", *(f"--ignore={p}" for p in taken)]}
 
 
-def _pump(name: str, stream: IO[bytes], tail: list[str], failed: list[str], lock: threading.Lock) -> None:
+# An interrupt is repeated this often until the lane's pytest reports it (see Lane.interrupt).
+INTERRUPT_REPEAT_S = 5.0
+
+
+def _pump(name: str, stream: IO[bytes], lane: Lane, lock: threading.Lock) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace").rstrip("\n")
-        tail.append(line)
-        del tail[:-40]
+        lane.tail.append(line)
+        del lane.tail[:-40]
         if line.startswith(("FAILED ", "ERROR ")):  # pytest's short summary: the tests that failed
-            failed.append(line[:300])
+            lane.failed.append(line[:300])
+        if "KeyboardInterrupt" in line:  # pytest took the interrupt: it is tearing its labs down
+            lane.interrupted.set()
         with lock:
             sys.stdout.write(f"[{name}] {line}\n")
             sys.stdout.flush()
@@ -80,8 +90,10 @@ class Lane:
         )  # fmt: skip
         self.tail: list[str] = []
         self.failed: list[str] = []
+        self.interrupted = threading.Event()
+        self._interrupter: threading.Thread | None = None
         assert self.proc.stdout is not None
-        pump_args = (name, self.proc.stdout, self.tail, self.failed, lock)
+        pump_args = (name, self.proc.stdout, self, lock)
         self.reader = threading.Thread(target=_pump, args=pump_args, daemon=True)
         self.reader.start()
         self.seconds = 0.0
@@ -93,9 +105,24 @@ class Lane:
         return rc
 
     def interrupt(self) -> None:
-        """SIGINT to the lane's pytest: it tears its labs down (stops its daemons by PID) and exits."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
+        """SIGINT to the lane's pytest: it tears its labs down (stops its daemons by PID) and exits.
+
+        One SIGINT can be lost: Python reports a KeyboardInterrupt raised inside a weakref callback
+        or a ``__del__`` as "Exception ignored" and pytest goes on. So the SIGINT is repeated every
+        ``INTERRUPT_REPEAT_S`` until pytest prints its ``KeyboardInterrupt``, and then never again
+        (a second one would cut the labs' teardown short); never a SIGKILL, for the same reason."""
+        if self.proc.poll() is None and self._interrupter is None:
+            self._interrupter = threading.Thread(target=self._interrupt_until_taken, daemon=True)
+            self._interrupter.start()
+
+    def _interrupt_until_taken(self) -> None:
+        while self.proc.poll() is None and not self.interrupted.is_set():
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                return
+            if self.interrupted.wait(INTERRUPT_REPEAT_S):
+                return
 
 
 def merge_times(lanes: list[Lane]) -> dict[str, float]:

@@ -3,9 +3,11 @@ the run, and an interrupted run stops its lanes' pytest processes."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -72,6 +74,40 @@ def test_an_interrupted_run_stops_every_lane(tmp_path):
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"lane pytest {pid} still runs"
     assert "KeyboardInterrupt" in (runner.stdout.read() if runner.stdout else "")
+
+
+def test_an_interrupt_the_lane_loses_is_repeated_until_pytest_takes_it(tmp_path, monkeypatch):
+    # The first SIGINT is swallowed, as Python does with a KeyboardInterrupt raised in a weakref
+    # callback; the sleep then goes on (PEP 475). Only a repeated SIGINT stops the lane.
+    deaf, swallowed = tmp_path / "test_deaf.py", tmp_path / "swallowed"
+    deaf.write_text(
+        "import signal, time\n\n\n"
+        "def test_it():\n"
+        "    def swallow(signum, frame):\n"
+        f"        open({str(swallowed)!r}, 'w').close()\n"
+        "        signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "    signal.signal(signal.SIGINT, swallow)\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    monkeypatch.setattr(lanes, "INTERRUPT_REPEAT_S", 1.0)
+    lane = lanes.Lane("a", [str(deaf), "-s"], ["-p", "no:cacheprovider"],
+                      threading.Lock(), tmp_path)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and lane.proc.poll() is None and not any("ready" in x for x in lane.tail):
+        time.sleep(0.1)
+    started = time.monotonic()
+    lane.interrupt()
+    lane.interrupt()  # a second call (SIGTERM, then the runner's finally) starts no second stream
+    try:
+        assert lane.proc.wait(30) != 0
+    finally:
+        if lane.proc.poll() is None:  # only a test's own sleeping pytest: no lab to tear down
+            os.killpg(lane.proc.pid, signal.SIGKILL)
+    lane.reader.join(5)
+    assert swallowed.exists(), f"the first SIGINT was not the one swallowed: {lane.tail}"
+    assert lane.interrupted.is_set() and any("KeyboardInterrupt" in line for line in lane.tail)
+    assert time.monotonic() - started < 20
 
 
 def _zombie(pid: int) -> bool:
