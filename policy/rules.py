@@ -439,4 +439,10 @@ POLICIES: list[Policy] = [
         trust.trust_remote_code_listed,
         ADVISORY,
     ),
+    _r(
+        "model-servers-hold-no-credentials",
+        "Model servers hold no Hugging Face or service account token.",
+        trust.model_servers_hold_no_credentials,
+        MANDATORY,
+    ),
 ]

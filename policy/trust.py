@@ -11,6 +11,8 @@
   confinement needs CAP_SYS_ADMIN), no privileged container at all.
 * ``inference-pods-hardened`` and ``trust-remote-code-listed``: model servers run non-root with
   no privilege escalation and no capabilities; models that run their repository's code are listed.
+* ``model-servers-hold-no-credentials``: a model server (it may run its repository's code) holds
+  no Hugging Face token and no service account token: the download Job alone has the token.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _PUT_FILE = re.compile(r"hpc_put_file\s+'?([^\s']+)'?")
 _CLIENTS = re.compile(r"\bClients\s*=\s*([^;]+);")
 _FSTAB_MOUNT = re.compile(r"^want='\S+ (\S+) glusterfs ", re.M)
 _AUTH_ALLOW = re.compile(r"^wanted 'auth\.allow' '([^']*)'", re.M)
+_HF_TOKEN_ENV = re.compile(r"^(HF_TOKEN|HUGGING_?FACE(_HUB)?_TOKEN)$")
 
 
 def ssh_host_keys_pinned(args: ResourceValidationArgs, report: Any) -> None:
@@ -166,3 +169,18 @@ def trust_remote_code_listed(args: ResourceValidationArgs, report: Any) -> None:
                 f"The model server {args.name} runs code from its model repository (--trust-remote-code); keep "
                 "trustRemoteCode only for models that need it and whose repository you trust."
             )
+
+
+def model_servers_hold_no_credentials(args: ResourceValidationArgs, report: Any) -> None:
+    if args.resource_type != facts.DEPLOYMENT:
+        return
+    servers = [c for c in facts.containers(args.props) if list(c.get("command") or [])[:2] == ["vllm", "serve"]]
+    for c in servers:
+        held = [str(e.get("name")) for e in c.get("env") or [] if _HF_TOKEN_ENV.match(str(e.get("name")))]
+        if held:
+            report(
+                f"The model server {args.name} holds {', '.join(held)} (code from a model repository could read "
+                "it); download the weights with the model's Job and serve with HF_HUB_OFFLINE=1."
+            )
+    if servers and facts.pod_spec(args.props).get("automountServiceAccountToken") is not False:
+        report(f"The model server {args.name} mounts a service account token; set automountServiceAccountToken: false.")

@@ -46,6 +46,7 @@ from components.storage import (
 from components.storage import spec as storage_spec
 from stacks.backup import build_backup
 from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
+from stacks.config_site import K3S_POD_NETWORK, K3S_SERVICE_NETWORK
 from stacks.monitoring import build_monitoring
 from stacks.slurm_spec import cluster_spec
 from stacks.slurm_spec import workers as slurm_workers
@@ -449,6 +450,7 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             controller_port=CONTROLLER_PORT,
             server_address=str(server.address),
             cluster_subnet=str(cfg.network.subnet),
+            unreachable=[str(n) for n in (K3S_POD_NETWORK, K3S_SERVICE_NETWORK, cfg.network.container_range)],
             monitor_address=str(cfg.slurm_head.address) if cfg.monitoring.enabled else None,
         ),
         opts=pulumi.ResourceOptions(depends_on=[addons]),

@@ -22,6 +22,7 @@ from stacks.config_parts import HostConfig, InferenceConfig, MonitoringConfig, N
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 K3S_POD_NETWORK = IPv4Network("10.42.0.0/16")  # k3s's default cluster CIDR (pods' own addresses)
+K3S_SERVICE_NETWORK = IPv4Network("10.43.0.0/16")  # k3s's default service CIDR
 
 
 def monitoring_problems(monitoring: MonitoringConfig, network: NetworkConfig) -> Iterator[Problem]:

@@ -148,6 +148,7 @@ class FastChat(pulumi.ComponentResource):
                         ),
                         spec=k8s.core.v1.PodSpecArgs(
                             node_selector={"kubernetes.io/hostname": args.server_name},
+                            automount_service_account_token=False,  # FastChat never calls the Kubernetes API
                             containers=[
                                 k8s.core.v1.ContainerArgs(
                                     name=role,

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from components.base import Args
 from components.hardware import NVIDIA_RUNTIME
-from components.inference import capacity, render
+from components.inference import capacity, download, render
 from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET, KEY_DIGEST_ANNOTATION
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
@@ -44,7 +44,9 @@ class InferenceHostArgs(Args):
 class InferenceHost(pulumi.ComponentResource):
     """vLLM servers on one host.
 
-    Children per model: ``<host>-<model>`` Deployment (pinned to the node, nvidia RuntimeClass,
+    Children per model: ``<host>-<model>-download`` Job (components/inference/download.py: the
+    only pod with the HF token), ``<host>-<model>`` Deployment (created once the Job completed;
+    no token, ``HF_HUB_OFFLINE``, no service account token; pinned to the node, nvidia RuntimeClass,
     pinned to its GPUs (NVIDIA_VISIBLE_DEVICES), requests and limits, readiness on
     /v1/models with the API key; non-root, no privilege escalation, no capabilities, read-only
     root filesystem with /tmp as scratch; its own directory of the model cache on the RWX PVC)
@@ -76,15 +78,20 @@ class InferenceHost(pulumi.ComponentResource):
                     ),
                 ),
             ]
-            if args.has_hf_token:
-                env.append(
-                    k8s.core.v1.EnvVarArgs(
-                        name="HF_TOKEN",
-                        value_from=k8s.core.v1.EnvVarSourceArgs(
-                            secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=HF_TOKEN_SECRET, key="token")
-                        ),
-                    )
-                )
+            # the weights come from the download Job's cache; this pod has no token and no egress
+            env.append(k8s.core.v1.EnvVarArgs(name="HF_HUB_OFFLINE", value="1"))
+            job = download.download_job(
+                f"{name}-{m.name}-download",
+                m,
+                namespace=args.namespace,
+                node_name=args.node_name,
+                image=VLLM_IMAGE,
+                cache_claim=args.model_cache_claim,
+                hf_token_secret=HF_TOKEN_SECRET if args.has_hf_token else None,
+                scratch=(SCRATCH_MOUNT, SCRATCH_SIZE),
+                security_context=SECURITY_CONTEXT,
+                opts=opt,
+            )
             self.deployments[m.name] = k8s.apps.v1.Deployment(
                 f"{name}-{m.name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -108,6 +115,7 @@ class InferenceHost(pulumi.ComponentResource):
                         spec=k8s.core.v1.PodSpecArgs(
                             node_selector={"kubernetes.io/hostname": args.node_name},
                             runtime_class_name=NVIDIA_RUNTIME,
+                            automount_service_account_token=False,  # it runs the model repo's code
                             containers=[
                                 k8s.core.v1.ContainerArgs(
                                     name="vllm",
@@ -165,7 +173,7 @@ class InferenceHost(pulumi.ComponentResource):
                         ),
                     ),
                 ),
-                opts=opt,
+                opts=pulumi.ResourceOptions.merge(opt, pulumi.ResourceOptions(depends_on=[job])),
             )
             k8s.core.v1.Service(
                 f"{name}-{m.name}-service",

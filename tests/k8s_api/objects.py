@@ -18,16 +18,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from components import scripts
 from components.inference.capacity import KUBELET_EVICTION_MIB
+from offline import plan
 from offline.mocks import plain
 from offline.plan import PlanRun, Record, k8s_manifest
+from offline.stack_file import read as read_stack
 from stacks.config import ClusterConfig
 from stacks.config_base import Role
+
+if TYPE_CHECKING:
+    from tests.k8s_api.cluster import Api
 
 from .cluster import FAKE_NODE_ANNOTATION
 
@@ -179,3 +184,23 @@ def fields_changed(sent: Any, got: Any, path: str = "") -> list[str]:
             return [f"{path}: {len(sent)} items sent, {len(got)} back"]
         return [p for i, (a, b) in enumerate(zip(sent, got, strict=True)) for p in fields_changed(a, b, f"{path}[{i}]")]
     return [] if sent == got else [f"{path}: sent {sent!r}, got {got!r}"]
+
+
+def pod_requests(pod: dict[str, Any], resource: str) -> int:
+    """A pod's request of ``resource`` in bytes (memory) as the scheduler sums it."""
+    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+    total = 0
+    for c in pod["spec"]["containers"]:
+        q = c.get("resources", {}).get("requests", {}).get(resource, "0")
+        total += int(q[:-2]) * units[q[-2:]] if q[-2:] in units else int(q)
+    return total
+
+
+def set_allocatable_memory(api: Api, node: str, mib: int) -> None:
+    patch = {"status": {"allocatable": {"memory": f"{mib}Mi"}}}
+    api.request("PATCH", f"/api/v1/nodes/{node}/status", patch, "application/merge-patch+json")
+
+
+def without_model(stack: str, name: str) -> dict[str, Any]:
+    raw = read_stack(plan.ROOT, stack)["config"]["hpc:inference"]
+    return {"hpc:inference": {**raw, "models": [m for m in raw["models"] if m["name"] != name]}}

@@ -11,102 +11,31 @@ server config disables Traefik).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from ipaddress import ip_address, ip_network
 
 import pytest
-import yaml
 
 from components.inference import capacity
+from components.inference.fastchat import HF_TOKEN_SECRET
 from offline import plan
-from offline.stack_file import read as read_stack
-from stacks import config as cfgmod
 from tests.integration.lab import wait_until
 
 from . import objects
-from .cluster import K8S, Api, ApiError, ControlPlane, binaries_missing
+from .applied import (
+    NS,
+    Applied,
+    apply_plan,
+    deployment_available,
+    install_k3s_addons,
+    job_complete,
+    pods_of,
+    secrets_read,
+    stack_config,
+)
+from .cluster import ControlPlane, binaries_missing
+from .objects import pod_requests, set_allocatable_memory, without_model
 
 pytestmark = pytest.mark.k8s_api
-NS = "inference"
-
-
-@dataclass
-class Applied:
-    stack: str
-    cp: ControlPlane
-    result: plan.PlanRun
-    cfg: cfgmod.ClusterConfig
-    records: list[objects.Recorded]
-    back: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-    refused: dict[tuple[str, str, str], str] = field(default_factory=dict)
-
-    @property
-    def api(self) -> Api:
-        return self.cp.api
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [r.manifest for r in self.records if r.manifest["kind"] == kind]
-
-
-def stack_config(stack: str) -> cfgmod.ClusterConfig:
-    raw = read_stack(plan.ROOT, stack).get("config", {})
-    return cfgmod.parse({k.removeprefix("hpc:"): v for k, v in raw.items() if k.startswith("hpc:")})
-
-
-def install_k3s_addons(api: Api, disabled: list[str]) -> None:
-    """What k3s installs itself: Traefik's CRDs (unless the server config disables Traefik)."""
-    if "traefik" in disabled:
-        return
-    crds = [c for c in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()) if c]
-    for crd in crds:
-        api.apply(crd, manager="k3s")
-    for crd in crds:
-        name = crd["metadata"]["name"]
-        wait_until(
-            lambda n=name: any(
-                c["type"] == "Established" and c["status"] == "True"
-                for c in (api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", n) or {})
-                .get("status", {})
-                .get("conditions", [])
-            ),
-            f"CRD {name} established",
-            timeout=90,
-        )
-    api.forget_discovery()
-
-
-def apply_plan(a: Applied) -> None:
-    """Apply each recorded object in the engine's (dependency) order; a patch needs its object to exist (the
-    provider's NodePatch fails otherwise). A claim gets the provisioner's volume."""
-    classes = {m["metadata"]["name"]: m for m in a.of_kind("StorageClass")}
-    for rec in a.records:
-        m = rec.manifest
-        try:
-            if (
-                rec.patch
-                and a.api.get(m["apiVersion"], m["kind"], m["metadata"]["name"], m["metadata"].get("namespace")) is None
-            ):
-                raise ApiError(404, f"{m['kind']} {m['metadata']['name']} does not exist to be patched")
-            a.back[rec.key] = a.api.apply(m)
-        except ApiError as e:
-            a.refused[rec.key] = e.message
-            continue
-        if m["kind"] == "PersistentVolumeClaim":
-            sc = classes[m["spec"]["storageClassName"]]
-            if sc["provisioner"] == objects.NFS_CSI_DRIVER:
-                a.api.create(objects.provisioned_volume(a.back[rec.key], sc))
-
-
-def deployment_available(api: Api, name: str) -> bool:
-    d = api.get("apps/v1", "Deployment", name, NS) or {}
-    conds = d.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conds)
-
-
-def pods_of(api: Api, app: str) -> list[dict[str, Any]]:
-    return [
-        p for p in api.list("v1", "Pod", NS, labelSelector=f"app={app}") if not p["metadata"].get("deletionTimestamp")
-    ]
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
@@ -149,6 +78,7 @@ def test_every_recorded_object_is_accepted(applied):
         "Namespace",
         "RuntimeClass",
         "NetworkPolicy",
+        "Job",
         "Ingress",
         "Middleware",
     } <= set(kinds)
@@ -304,19 +234,70 @@ def test_helm_releases_are_pinned_and_not_applied(applied):
     assert {sc["provisioner"] for sc in applied.of_kind("StorageClass")} == {objects.NFS_CSI_DRIVER}
 
 
-def pod_requests(pod: dict[str, Any], resource: str) -> int:
-    """A pod's request of ``resource`` in bytes (memory) as the scheduler sums it."""
-    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
-    total = 0
-    for c in pod["spec"]["containers"]:
-        q = c.get("resources", {}).get("requests", {}).get(resource, "0")
-        total += int(q[:-2]) * units[q[-2:]] if q[-2:] in units else int(q)
-    return total
+def test_only_the_download_jobs_hold_the_hf_token_and_no_pod_has_a_service_account_token(applied):
+    """Issue 26, point 5: each model's weights come from its one-shot Job (completed by the real
+    Job controller before the Deployment is created); of the pods the real controllers made, only
+    those Jobs' read the hf-token Secret; the serving pods run offline; and the service account
+    admission plugin mounted no token into any pod of the namespace."""
+    models = {m.name for m in applied.cfg.inference.models}
+    jobs = {j["metadata"]["name"] for j in applied.of_kind("Job")}
+    assert jobs == {f"download-{m}" for m in models}
+    for name in sorted(jobs):
+        wait_until(lambda n=name: job_complete(applied.api, n), f"Job {name} complete", timeout=120)
+    pods = [p for p in applied.api.list("v1", "Pod", NS) if not p["metadata"].get("deletionTimestamp")]
+    has_token = ("Secret", NS, HF_TOKEN_SECRET) in {r.key for r in applied.records}
+    holders = {p["metadata"]["labels"]["app"] for p in pods if HF_TOKEN_SECRET in secrets_read(p)}
+    assert holders == (jobs if has_token else set()), holders
+    assert {p["metadata"]["labels"]["app"] for p in pods} >= models | jobs
+    for p in pods:
+        name = p["metadata"]["name"]
+        assert p["spec"].get("automountServiceAccountToken") is False, name
+        projected = [v for v in p["spec"].get("volumes", []) if "projected" in v]
+        assert not any("serviceAccountToken" in s for v in projected for s in v["projected"]["sources"]), name
+        if p["metadata"]["labels"]["app"] in models:
+            env = {e["name"]: e.get("value") for c in p["spec"]["containers"] for e in c.get("env", [])}
+            assert env.get("HF_HUB_OFFLINE") == "1" and "HF_TOKEN" not in env, name
+    # the Deployment waits for its Job in the engine's order
+    order = [r.key for r in applied.records]
+    for m in models:
+        assert order.index(("Job", NS, f"download-{m}")) < order.index(("Deployment", NS, m)), m
 
 
-def set_allocatable_memory(api: Api, node: str, mib: int) -> None:
-    patch = {"status": {"allocatable": {"memory": f"{mib}Mi"}}}
-    api.request("PATCH", f"/api/v1/nodes/{node}/status", patch, "application/merge-patch+json")
+def covered(address: str, blocks: list[str]) -> bool:
+    return any(ip_address(address) in ip_network(b) for b in blocks)
+
+
+def test_only_the_downloads_reach_out_and_never_a_cluster_or_site_address(applied):
+    """The policies as the server keeps them: the serving pods may send nothing; the download
+    pods only DNS and HTTPS to addresses outside every pod, Service, node and private address the
+    real cluster gave out (k3s's CIDRs, the stack's subnet and container range, RFC 1918)."""
+    api = applied.api
+    pols = {p["metadata"]["name"]: p for p in api.list("networking.k8s.io/v1", "NetworkPolicy", NS)}
+    models, downloads = pols["models-egress"]["spec"], pols["downloads-egress"]["spec"]
+    assert models["policyTypes"] == ["Egress"] and not models.get("egress"), models
+    pods = [p for p in api.list("v1", "Pod", NS) if p["status"].get("podIP")]
+    labels = lambda p: p["metadata"]["labels"]  # noqa: E731
+    selects = lambda spec, p: all(e["key"] in labels(p) for e in spec["podSelector"]["matchExpressions"])  # noqa: E731
+    model_apps = {m.name for m in applied.cfg.inference.models}
+    assert {labels(p)["app"] for p in pods if selects(models, p)} == model_apps
+    assert {labels(p)["app"] for p in pods if selects(downloads, p)} == {f"download-{m}" for m in model_apps}
+    internet = [peer["ipBlock"] for rule in downloads["egress"] for peer in rule.get("to", []) if "ipBlock" in peer]
+    assert [b["cidr"] for b in internet] == ["0.0.0.0/0"]
+    blocked = internet[0]["except"]
+    given = [p["status"]["podIP"] for p in pods]
+    given += [
+        s["spec"]["clusterIP"] for s in api.list("v1", "Service") if s["spec"].get("clusterIP") not in (None, "None")
+    ]
+    given += [
+        a["address"] for n in api.list("v1", "Node") for a in n["status"]["addresses"] if a["type"] == "InternalIP"
+    ]
+    net = applied.cfg.network
+    given += [str(net.subnet.network_address), str(net.container_range.broadcast_address), "10.42.255.1", "10.43.0.1"]
+    given += ["10.40.0.1", "172.16.0.1", "192.168.255.254", "169.254.169.254", "100.64.0.1", "127.0.0.1"]
+    assert [a for a in given if not covered(a, blocked)] == []
+    assert not covered("1.1.1.1", blocked) and not covered("18.160.0.1", blocked)  # the Hub stays reachable
+    ports = {(p["protocol"], p["port"]) for rule in downloads["egress"] for p in rule.get("ports", [])}
+    assert ports == {("UDP", 53), ("TCP", 53), ("TCP", 443)}
 
 
 def test_a_model_that_does_not_fit_stays_pending_and_says_why(applied):
@@ -327,10 +308,10 @@ def test_a_model_that_does_not_fit_stays_pending_and_says_why(applied):
     node = api.get("v1", "Node", m.host)
     full = node["status"]["allocatable"]["memory"]
     (pod,) = pods_of(api, m.name)
-    others = [
+    others = [  # what the scheduler counts: not the finished download Jobs' pods
         p
         for p in api.list("v1", "Pod", NS, fieldSelector=f"spec.nodeName={m.host}")
-        if p["metadata"]["uid"] != pod["metadata"]["uid"]
+        if p["metadata"]["uid"] != pod["metadata"]["uid"] and p["status"].get("phase") not in ("Succeeded", "Failed")
     ]
     room = sum(pod_requests(p, "memory") for p in others) // 1024**2 + pod_requests(pod, "memory") // 1024**2 - 1
     set_allocatable_memory(api, m.host, room)  # 1 MiB short of what the model requests
@@ -359,11 +340,6 @@ def test_a_model_that_does_not_fit_stays_pending_and_says_why(applied):
     assert [p["spec"]["nodeName"] for p in pods_of(api, m.name)] == [m.host]
 
 
-def without_model(stack: str, name: str) -> dict[str, Any]:
-    raw = read_stack(plan.ROOT, stack)["config"]["hpc:inference"]
-    return {"hpc:inference": {**raw, "models": [m for m in raw["models"] if m["name"] != name]}}
-
-
 def test_removing_a_model_deletes_its_objects_and_nothing_else(applied):
     """The plan without one model, applied the way the engine would (deletes in reverse
     dependency order, updates in place): the model's objects, its pods and endpoints go; every
@@ -372,7 +348,7 @@ def test_removing_a_model_deletes_its_objects_and_nothing_else(applied):
     before = {r.key: r for r in applied.records}
     after = {r.key: r for r in objects.recorded(plan.run(applied.stack, without_model(applied.stack, gone)))}
     removed = [k for k in reversed(list(before)) if k not in after]
-    assert {k[0] for k in removed} == {"Deployment", "Service", "Ingress", "Middleware"}
+    assert {k[0] for k in removed} == {"Job", "Deployment", "Service", "Ingress", "Middleware"}
     assert all(gone in k[2] for k in removed), removed
     assert after.keys() <= before.keys()
     changed = {k for k in after if after[k].manifest != before[k].manifest}

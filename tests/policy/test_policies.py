@@ -325,6 +325,7 @@ def test_the_pack_entry_point_assembles_the_same_policies():
         "privileged-containers-allowlist": "mandatory",
         "inference-pods-hardened": "mandatory",
         "trust-remote-code-listed": "advisory",
+        "model-servers-hold-no-credentials": "mandatory",
     }
 
 
@@ -410,6 +411,21 @@ def test_inference_pods_hardened_and_remote_code_listed():
         "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}  # fmt: skip
     assert not check(trust.inference_pods_hardened, DEP, tight)
     assert not check(trust.trust_remote_code_listed, DEP, tight)
+
+
+def test_model_servers_hold_no_credentials():
+    from policy import trust
+
+    ref = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+    holder = deployment(env=[ref])
+    found = check(trust.model_servers_hold_no_credentials, DEP, holder, name="m")
+    assert len(found) == 2 and "holds HF_TOKEN" in found[0] and "automountServiceAccountToken" in found[1]
+    clean = deployment(env=[{"name": "HF_HUB_OFFLINE", "value": "1"}])
+    clean["spec"]["template"]["spec"]["automountServiceAccountToken"] = False
+    assert not check(trust.model_servers_hold_no_credentials, DEP, clean)
+    other = deployment(env=[ref])  # not a model server: the rule is about code from model repositories
+    other["spec"]["template"]["spec"]["containers"][0]["command"] = ["python3", "-m", "fastchat.serve.x"]
+    assert not check(trust.model_servers_hold_no_credentials, DEP, other)
 
 
 # ---- Slurm shares (policy/rules.py: slurm-gpu-share-capped) ------------------------------------------
