@@ -3,7 +3,9 @@ the way k3s does it: Ingresses served by its bundled Traefik on every node's por
 
 * ``https://<publicHost>/`` is the web UI;
 * ``https://<publicHost>/<model>/v1`` is each model's OpenAI-compatible API (a Traefik
-  ``stripPrefix`` middleware hands vLLM its own ``/v1``); vLLM refuses any request without the
+  ``stripPrefix`` middleware hands vLLM its own ``/v1``); only that prefix is routed (an Ingress
+  ``Prefix`` path matches whole path elements), so vLLM's ``/metrics``, ``/docs`` and the rest
+  of its routes stay inside the cluster; vLLM refuses any request without the
   API key (``Authorization: Bearer``), so the key is required outside as inside;
 * TLS with the site's certificate when the stack gives one (a ``kubernetes.io/tls`` Secret),
   plain HTTP otherwise (the URLs say which).
@@ -101,7 +103,7 @@ class Exposure(pulumi.ComponentResource):
                 opts=opt,
             )
             annotation: pulumi.Output[str] = pulumi.Output.concat(args.namespace, f"-{middleware}@kubernetescrd")
-            ingress(m.name, f"/{m.name}", m.name, m.port,
+            ingress(m.name, f"/{m.name}/v1", m.name, m.port,
                     {"traefik.ingress.kubernetes.io/router.middlewares": annotation})  # type: ignore[dict-item]  # fmt: skip
             self.urls[m.name] = f"{base}/{m.name}/v1"
         self.register_outputs({"urls": self.urls})

@@ -95,7 +95,7 @@ def test_the_web_ui_and_every_models_api_are_reachable_from_outside(dev):
     assert rule["http"]["paths"][0]["backend"]["service"] == {"name": "fastchat-webui", "port": {"number": 7860}}
     assert "tls" not in webui["spec"]  # no certificate in the dev stack
     api = plan.plain(dev.by_name("public-phi3-mini-128k").inputs)
-    assert api["spec"]["rules"][0]["http"]["paths"][0]["path"] == "/phi3-mini-128k"
+    assert api["spec"]["rules"][0]["http"]["paths"][0]["path"] == "/phi3-mini-128k/v1"  # only the API
     assert api["metadata"]["annotations"] == {
         "traefik.ingress.kubernetes.io/router.middlewares": "inference-strip-phi3-mini-128k@kubernetescrd"
     }
