@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.integration import hostkeys
+from tests.integration.lab import wait_until
 from tests.integration.steps import Step, run_step
 from tests.integration.storage_stack import NET, stack, storage_lab, storage_steps
 
@@ -76,10 +77,23 @@ def test_the_volume_root_is_roots_and_the_mount_step_puts_it_back(lab, planned):
     for h in ("gl1", "gl2", "gl3"):
         assert lab.ssh(h, "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "755 0:0", h
     lab.ssh("gl1", "chown 1000:1000 /srv/gfsv && chmod 0777 /srv/gfsv")
-    assert lab.ssh("gl2", "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "777 1000:1000"  # one volume
-    out = run_step(lab, planned["gl2-mount-fstab"]).stdout
+    try:
+        # one volume: gl2's FUSE client sees it once its cached attributes expire (md-cache, ~1 s)
+        wait_until(
+            lambda: lab.ssh("gl2", "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "777 1000:1000",
+            "gl2 sees the root gl1 changed",
+            timeout=30,
+        )
+        out = run_step(lab, planned["gl2-mount-fstab"]).stdout
+    except BaseException:  # a failure here must not leave a world-writable root to the tests after it
+        lab.ssh("gl1", "chown 0:0 /srv/gfsv && chmod 0755 /srv/gfsv")
+        raise
     assert "hpc: changed: set mode 0755 owner 0:0 on /srv/gfsv" in out
-    assert lab.ssh("gl3", "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "755 0:0"
+    wait_until(
+        lambda: lab.ssh("gl3", "stat -c '%a %u:%g' /srv/gfsv").stdout.strip() == "755 0:0",
+        "gl3 sees the root put back",
+        timeout=30,
+    )
     assert run_step(lab, planned["gl1-mount-fstab"]).stdout.rstrip().endswith("hpc: result=unchanged")
 
 
