@@ -28,7 +28,7 @@ RESOURCES = k8s.core.v1.ResourceRequirementsArgs(
 )
 # snapshot_download resumes a partial download: a retried pod continues where the last one stopped
 DOWNLOAD_CODE = (
-    "import os, sys; from huggingface_hub import snapshot_download; print(snapshot_download(sys.argv[1]), flush=True)"
+    "import sys; from huggingface_hub import snapshot_download; print(snapshot_download(sys.argv[1]), flush=True)"
 )
 
 

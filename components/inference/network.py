@@ -22,9 +22,9 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from components.base import Args
+from components.inference.download import DOWNLOAD_LABEL
 
 MODEL_LABEL = "hpc-cluster.io/model"
-DOWNLOAD_LABEL = "hpc-cluster.io/download"
 # RFC 1918, RFC 6598 (shared), link-local, loopback: where a site's own networks are
 SITE_RANGES = tuple(
     IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
