@@ -33,7 +33,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from offline import stack_file
 from offline.mocks import PlanMocks, stand_in_secret
-from stacks.config import NAMESPACE, PLANNED_SECRET_KEYS
+from stacks.config import NAMESPACE, PLANNED_SECRET_KEYS, PROD_PLANNED_SECRET_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_ENV = ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS")  # how the language host passes config
@@ -169,8 +169,9 @@ def load_stack_config(
 
     The committed stack files hold no secrets: an operator adds them with ``pulumi config set
     --secret`` after ``pulumi stack init``. Here each secret key the program reads
-    (``config.PLANNED_SECRET_KEYS``) that the file lacks, or holds as ciphertext this plan cannot decrypt,
-    gets a stand-in that stays marked secret; an override of ``None`` removes a key for good.
+    (``config.PLANNED_SECRET_KEYS``, and ``PROD_PLANNED_SECRET_KEYS`` for prod) that the file
+    lacks, or holds as ciphertext this plan cannot decrypt, gets a stand-in that stays marked
+    secret; an override of ``None`` removes a key for good.
     """
     return config_entries(stack_file.read(program_dir, stack), project, overrides)
 
@@ -180,7 +181,8 @@ def config_entries(
 ) -> tuple[dict[str, str], list[str]]:
     """A parsed stack file's ``config:`` as the engine passes it (see ``load_stack_config``)."""
     entries = dict(raw.get("config") or {})
-    for key in PLANNED_SECRET_KEYS:
+    prod = entries.get(f"{NAMESPACE}:environment") == "prod"
+    for key in (*PLANNED_SECRET_KEYS, *(PROD_PLANNED_SECRET_KEYS if prod else ())):
         entries.setdefault(f"{NAMESPACE}:{key}", {"secure": "stand-in"})
     for key, value in (overrides or {}).items():
         if value is None:

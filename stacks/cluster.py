@@ -15,12 +15,6 @@ import pulumi_docker as docker
 
 from components import accounts, hostkeys
 from components.accounts import SharedDir
-from components.inference.capacity import GIB
-from components.inference.exposure import Exposure, ExposureArgs
-from components.inference.fastchat import CONTROLLER_PORT, FastChat, FastChatArgs
-from components.inference.host import InferenceHost, InferenceHostArgs
-from components.inference.network import NetworkPolicies, NetworkPoliciesArgs
-from components.inference.render import ModelServer
 from components.k8s.addons import ClusterAddons, ClusterAddonsArgs
 from components.k8s.cluster import K3sCluster, K3sClusterArgs, K3sNode
 from components.people.accounts import People, PeopleArgs
@@ -45,8 +39,8 @@ from components.storage import (
 )
 from components.storage import spec as storage_spec
 from stacks.backup import build_backup
-from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, ModelConfig, Role
-from stacks.config_site import K3S_POD_NETWORK, K3S_SERVICE_NETWORK
+from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, Role
+from stacks.inference import build_inference
 from stacks.monitoring import build_monitoring
 from stacks.slurm_spec import cluster_spec
 from stacks.slurm_spec import workers as slurm_workers
@@ -68,6 +62,7 @@ class Cluster:
     logins: dict[str, LoginNode] = field(default_factory=dict)
     docker: dict[str, HostDockerArgs] = field(default_factory=dict)
     k3s: K3sCluster | None = None
+    people: People | None = None
     inference_check: pulumi.Output[str] | None = None
     access: Access | None = None
     urls: dict[str, str] = field(default_factory=dict)
@@ -327,7 +322,7 @@ def build_people(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
         return
     assert cluster.slurm_head is not None
     head = cfg.slurm_head
-    People(
+    cluster.people = People(
         "people",
         PeopleArgs(
             people=tuple(
@@ -340,24 +335,6 @@ def build_people(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             head=access.ssh(head),
             head_mount=cluster.mounts[head.name].mount,
         ),
-    )
-
-
-def model_server(m: ModelConfig) -> ModelServer:
-    return ModelServer(
-        name=m.name,
-        display_name=m.display_name,
-        model_id=m.model_id,
-        port=m.port,
-        dtype=m.dtype,
-        gpu_memory_utilization=m.gpu_memory_utilization,
-        kv_cache_dtype=m.kv_cache_dtype,
-        max_model_len=m.max_model_len,
-        tensor_parallel_size=m.tensor_parallel_size,
-        enforce_eager=m.enforce_eager,
-        trust_remote_code=m.trust_remote_code,
-        params_billion=m.params_billion,
-        gpu_index=m.gpu_index,
     )
 
 
@@ -385,77 +362,18 @@ def build_k8s(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
             retain_volumes=cfg.is_prod,
         ),
     )
-    models = cfg.inference.models
-    if not models:
-        return
-    servers_by_name = {m.name: model_server(m) for m in models}
-    fastchat = FastChat(
-        "fastchat",
-        FastChatArgs(
+    if cfg.inference.models:
+        docker_provider = docker_for(cfg, server, cluster).provider
+        cluster.urls, cluster.inference_check = build_inference(
+            cfg,
+            secrets=access.secrets,
+            ssh=access.ssh,
+            people=cluster.people,
+            server=server,
             provider=provider,
-            namespace=addons.namespace.metadata.name,
-            models=list(servers_by_name.values()),
-            hf_token=access.secrets.hf_token,
-            server_ssh=access.ssh(server),
-            docker_provider=docker_for(cfg, server, cluster).provider,
-            arch=server.hardware.arch,
-            server_name=server.name,
-            webui_port=cfg.inference.webui_port,
-        ),
-        opts=pulumi.ResourceOptions(depends_on=[addons]),
-    )
-    deployments: list[pulumi.Resource] = []
-    for host in cfg.with_role(Role.INFERENCE):
-        placed = [m for m in models if m.host == host.name]
-        if not placed:
-            continue
-        ih = InferenceHost(
-            f"{host.name}-inference",
-            InferenceHostArgs(
-                provider=provider,
-                namespace=addons.namespace.metadata.name,
-                node_name=host.name,
-                models=[servers_by_name[m.name] for m in placed],
-                weight_gib={m.name: m.load().weight_bytes / GIB for m in placed},
-                model_cache_claim=addons.model_cache.metadata.name,
-                has_hf_token=access.secrets.hf_token is not None,
-                key_digest=fastchat.key_digest,
-            ),
-            # the Secrets, not the FastChat component: its check waits for these Deployments
-            opts=pulumi.ResourceOptions(depends_on=[*fastchat.secrets, addons.model_cache]),
+            addons=addons,
+            docker_provider=docker_provider,
         )
-        deployments.extend(ih.deployments.values())
-    exposure = Exposure(
-        "public",
-        ExposureArgs(
-            provider=provider,
-            namespace=addons.namespace.metadata.name,
-            public_host=cfg.inference.public_host or str(server.address),
-            models=list(servers_by_name.values()),
-            webui_service="fastchat-webui",
-            webui_port=cfg.inference.webui_port,
-            tls_certificate=access.secrets.tls_certificate,
-            tls_key=access.secrets.tls_key,
-        ),
-        opts=pulumi.ResourceOptions(depends_on=[addons]),
-    )
-    cluster.urls = exposure.urls
-    NetworkPolicies(
-        "inference-network",
-        NetworkPoliciesArgs(
-            provider=provider,
-            namespace=addons.namespace.metadata.name,
-            model_ports=[m.port for m in models],
-            webui_port=cfg.inference.webui_port,
-            controller_port=CONTROLLER_PORT,
-            server_address=str(server.address),
-            cluster_subnet=str(cfg.network.subnet),
-            unreachable=[str(n) for n in (K3S_POD_NETWORK, K3S_SERVICE_NETWORK, cfg.network.container_range)],
-            monitor_address=str(cfg.slurm_head.address) if cfg.monitoring.enabled else None,
-        ),
-        opts=pulumi.ResourceOptions(depends_on=[addons]),
-    )
-    cluster.inference_check = fastchat.check("inference-check", deployments)
 
 
 def build(cfg: ClusterConfig, secrets: ClusterSecrets) -> Cluster:

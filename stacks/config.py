@@ -54,7 +54,13 @@ from stacks.config_parts import (
     StorageConfig,
 )
 from stacks.config_people import GroupConfig, IdentityConfig, People, UserConfig
-from stacks.config_secrets import PLANNED_SECRET_KEYS, REQUIRED_SECRET_KEYS, SECRET_KEYS, ClusterSecrets
+from stacks.config_secrets import (
+    PLANNED_SECRET_KEYS,
+    PROD_PLANNED_SECRET_KEYS,
+    REQUIRED_SECRET_KEYS,
+    SECRET_KEYS,
+    ClusterSecrets,
+)
 
 # A client network wider than a /8 is not a cluster network: an allow-list that wide allows anyone.
 MAX_CLIENT_ADDRESSES = 2**24
@@ -421,6 +427,11 @@ def load() -> tuple[ClusterConfig, ClusterSecrets]:
             found.append(problem)
     if bool(cfg.get("tlsCertificate")) != bool(cfg.get("tlsKey")):
         found.append((f"{NAMESPACE}:tlsKey", "set both hpc:tlsCertificate and hpc:tlsKey, or neither"))
+    elif cluster is not None and cluster.is_prod and cluster.inference.models and not cfg.get("tlsCertificate"):
+        found.append(
+            (f"{NAMESPACE}:tlsCertificate", "a prod stack serves its models only over HTTPS: set hpc:tlsCertificate "
+             "and hpc:tlsKey (the site's certificate and key, pulumi config set --secret)")
+        )  # fmt: skip
     if cluster is not None and cfg.get("ldapBindPassword") and not binds:
         found.append(
             (f"{NAMESPACE}:ldapBindPassword", "set only with hpc:identity.ldap.bindDn (else the bind is anonymous)")
@@ -456,6 +467,7 @@ def config_keys() -> list[str]:
 
 __all__ = [
     "PLANNED_SECRET_KEYS",
+    "PROD_PLANNED_SECRET_KEYS",
     "SECRET_KEYS",
     "ClusterConfig",
     "ClusterSecrets",

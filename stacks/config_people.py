@@ -60,6 +60,10 @@ class UserConfig(_Model):
         default=None, pattern=ACCOUNT_PATTERN, description="Slurm account; default: the primary group's name."
     )
 
+    api_key_rotation: int = Field(
+        default=0, ge=0, description="Bump to give this user a new API key (the old one stops working)."
+    )
+
     @property
     def slurm_account(self) -> str:
         return self.account or self.group

@@ -18,8 +18,10 @@ SECRET_KEYS = (
     "monitoringPassword",
     "backupPassword",
 )
-# The secrets every stack of this repository is planned with (stand-ins offline); TLS is optional.
+# The secrets every stack of this repository is planned with (stand-ins offline) ...
 PLANNED_SECRET_KEYS = ("sshPrivateKey", "hfToken", "monitoringPassword", "backupPassword")
+# ... and a prod stack with TLS too (it refuses to serve models without).
+PROD_PLANNED_SECRET_KEYS = ("tlsCertificate", "tlsKey")
 REQUIRED_SECRET_KEYS = ("sshPrivateKey",)
 
 

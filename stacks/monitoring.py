@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import pulumi
 
+from components.inference.exposure import metrics_path
 from components.monitoring.component import Monitoring, MonitoringArgs
 from components.monitoring.spec import HostTarget, ModelTarget, MonitoringSpec
 from components.remote import Ssh
 from components.slurm.steps import HEAD_CONTAINER
-from stacks.config import ClusterConfig, ClusterSecrets
+from stacks.config import ClusterConfig, ClusterSecrets, Role
 
 
-def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
-    by_name = {h.name: h for h in cfg.hosts}
+def model_targets(cfg: ClusterConfig, tls: bool) -> tuple[ModelTarget, ...]:
+    """Each model's metrics through k3s's Traefik: the public name (or the k3s server's address),
+    port 443 with the site's certificate, 80 without (components/inference/exposure.py)."""
+    servers = cfg.with_role(Role.K3S_SERVER)
+    if not cfg.inference.models or not servers:
+        return ()
+    endpoint = cfg.inference.public_host or str(servers[0].address)
+    port = 443 if tls else 80
+    return tuple(ModelTarget(m.name, m.host, endpoint, port, metrics_path(m.name)) for m in cfg.inference.models)
+
+
+def spec_of(cfg: ClusterConfig, *, tls: bool) -> MonitoringSpec:
+    """``tls``: the stack has the site's certificate (the models' metrics come over HTTPS)."""
     gateway = cfg.ganesha_hosts[0]
     return MonitoringSpec(
         cluster=cfg.slurm.cluster_name,
@@ -28,7 +40,8 @@ def spec_of(cfg: ClusterConfig) -> MonitoringSpec:
             )
             for h in cfg.hosts
         ),
-        models=tuple(ModelTarget(m.name, m.host, str(by_name[m.host].address), m.port) for m in cfg.inference.models),
+        models=model_targets(cfg, tls),
+        model_scheme="https" if tls else "http",
         rack_budgets_w={name: r.power_budget_w for name, r in cfg.racks.items()},
         scrape_interval=cfg.monitoring.scrape_interval,
         retention=cfg.monitoring.retention,
@@ -52,7 +65,7 @@ def build_monitoring(
     probe reads it), the Slurm collector after the head's container."""
     if not cfg.monitoring.enabled:
         return
-    spec = spec_of(cfg)
+    spec = spec_of(cfg, tls=secrets.tls_certificate is not None)
     after: dict[str, list[pulumi.Resource]] = {name: [mount] for name, mount in mounts.items()}
     if head_container is not None:
         after.setdefault(spec.head, []).append(head_container)

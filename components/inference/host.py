@@ -8,7 +8,7 @@ from pydantic import Field
 
 from components.base import Args
 from components.hardware import NVIDIA_RUNTIME
-from components.inference import capacity, download, render
+from components.inference import capacity, download, keys, render
 from components.inference.fastchat import API_KEY_SECRET, HF_TOKEN_SECRET, KEY_DIGEST_ANNOTATION
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.27.1@sha256:0a51ea5b4ae2dc5d81890e5173f54203d2a3ae0cfffe51b8fd2afd4391bfd967"
@@ -38,7 +38,7 @@ class InferenceHostArgs(Args):
     weight_gib: dict[str, float] = Field(description="Model name -> weight size in GiB (capacity model).")
     model_cache_claim: pulumi.Output[str] = Field(description="RWX PVC holding the Hugging Face cache.")
     has_hf_token: bool = Field(description="Whether the hf-token Secret exists.")
-    key_digest: pulumi.Output[str] = Field(description="Digest of the API key: a rotation rolls the pods.")
+    key_digest: pulumi.Output[str] = Field(description="Digest of the accepted API keys: a change rolls the pods.")
 
 
 class InferenceHost(pulumi.ComponentResource):
@@ -48,9 +48,10 @@ class InferenceHost(pulumi.ComponentResource):
     only pod with the HF token), ``<host>-<model>`` Deployment (created once the Job completed;
     no token, ``HF_HUB_OFFLINE``, no service account token; pinned to the node, nvidia RuntimeClass,
     pinned to its GPUs (NVIDIA_VISIBLE_DEVICES), requests and limits, readiness on
-    /v1/models with the API key; non-root, no privilege escalation, no capabilities, read-only
-    root filesystem with /tmp as scratch; its own directory of the model cache on the RWX PVC)
-    and ``<host>-<model>-service``."""
+    /v1/models with the API key; every accepted key from the ``vllm-api-keys`` Secret's file
+    (``--config``, components/inference/keys.py); non-root, no privilege escalation, no
+    capabilities, read-only root filesystem with /tmp as scratch; its own directory of the model
+    cache on the RWX PVC) and ``<host>-<model>-service``."""
 
     deployments: dict[str, k8s.apps.v1.Deployment]
 
@@ -121,14 +122,10 @@ class InferenceHost(pulumi.ComponentResource):
                                     name="vllm",
                                     image=VLLM_IMAGE,
                                     command=["vllm", "serve"],
-                                    args=render.vllm_args(m),
-                                    # hostPort: Prometheus on the Slurm head scrapes /metrics at <host>:<port>
-                                    # (the NetworkPolicy admits the head's address, nothing else new)
-                                    ports=[
-                                        k8s.core.v1.ContainerPortArgs(
-                                            container_port=m.port, host_port=m.port, name="http"
-                                        )
-                                    ],
+                                    # every accepted key (service and users) from the Secret's file
+                                    args=[*render.vllm_args(m), "--config", f"{keys.KEYS_MOUNT}/{keys.KEYS_FILE}"],
+                                    # no hostPort: every way in is Traefik's (Prometheus too: exposure.py)
+                                    ports=[k8s.core.v1.ContainerPortArgs(container_port=m.port, name="http")],
                                     env=env,
                                     resources=k8s.core.v1.ResourceRequirementsArgs(
                                         requests={"cpu": CPU_REQUEST, "memory": memory},
@@ -149,6 +146,9 @@ class InferenceHost(pulumi.ComponentResource):
                                         ),
                                         k8s.core.v1.VolumeMountArgs(name="shm", mount_path="/dev/shm"),
                                         k8s.core.v1.VolumeMountArgs(name="scratch", mount_path=SCRATCH_MOUNT),
+                                        k8s.core.v1.VolumeMountArgs(
+                                            name="api-keys", mount_path=keys.KEYS_MOUNT, read_only=True
+                                        ),
                                     ],
                                 )
                             ],
@@ -168,6 +168,15 @@ class InferenceHost(pulumi.ComponentResource):
                                 k8s.core.v1.VolumeArgs(
                                     name="scratch",
                                     empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=SCRATCH_SIZE),
+                                ),
+                                k8s.core.v1.VolumeArgs(
+                                    name="api-keys",
+                                    secret=k8s.core.v1.SecretVolumeSourceArgs(
+                                        # root's file, readable by the non-root server (no fsGroup:
+                                        # it would chown the model cache); only this pod mounts it
+                                        secret_name=keys.USER_KEYS_SECRET,
+                                        default_mode=0o444,
+                                    ),
                                 ),
                             ],
                         ),

@@ -3,14 +3,15 @@ may talk to. k3s enforces them (its embedded network policy controller).
 
 * nothing reaches a pod of the namespace unless a policy below lets it (default deny);
 * model servers: reached only by FastChat (web UI and controller), k3s's Traefik (the public API
-  routes, where vLLM still asks for the key) and the k3s server host, where the post-deploy
-  check runs; they reach nothing (``models-egress`` admits no egress: the weights are in the
-  cache, and a model's ``--trust-remote-code`` code has nowhere to send anything);
+  routes, where vLLM still asks for the key, and Prometheus's metrics routes, behind the
+  monitoring login) and the k3s server host, where the post-deploy check runs; they reach
+  nothing (``models-egress`` admits no egress: the weights are in the cache, and a model's
+  ``--trust-remote-code`` code has nowhere to send anything);
 * the download Jobs (components/inference/download.py) reach the cluster DNS and HTTPS on the
   Internet only: never the pod or service networks, the cluster's subnet or container range, or
   any private, shared, link-local or loopback range (where a site's own hosts live);
-* the FastChat web UI is reached by anyone (it is the users' way in; it asks for no key, the
-  model APIs do); the controller only by the web UI.
+* the FastChat web UI is reached by anyone (it is the users' way in; Traefik asks for the
+  user's login, exposure.py); the controller only by the web UI.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ class NetworkPoliciesArgs(Args):
         default_factory=list,
         description="More networks the downloads never reach (pod and service networks, container range).",
     )
-    monitor_address: str | None = Field(default=None, description="Prometheus's host: may scrape the models.")
 
 
 def _tcp(ports: list[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
@@ -107,11 +107,6 @@ class NetworkPolicies(pulumi.ComponentResource):
                                 ),
                             ),
                             N.NetworkPolicyPeerArgs(ip_block=N.IPBlockArgs(cidr=f"{args.server_address}/32")),
-                            *(
-                                [N.NetworkPolicyPeerArgs(ip_block=N.IPBlockArgs(cidr=f"{args.monitor_address}/32"))]
-                                if args.monitor_address and args.monitor_address != args.server_address
-                                else []
-                            ),
                         ],
                         ports=_tcp(args.model_ports),
                     )

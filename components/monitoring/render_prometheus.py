@@ -4,8 +4,8 @@ Scrape jobs: ``node`` (every host: node exporter, and through its textfile colle
 wear, Gluster, NFS-probe and Slurm collectors), ``ipmi`` (hosts with a BMC: inlet/exhaust
 temperature, fans, PSU power, DCMI power), ``dcgm`` (GPU hosts, when the site runs NVIDIA's DCGM
 exporter: ``gpuMetrics: dcgm``; otherwise GPU health comes through node exporter), ``vllm``
-(each model server's ``/metrics``)
-and ``prometheus`` itself (over TLS, with the password: it asks the same login of itself as of
+(each model server's ``/metrics`` through k3s's Traefik, with the monitoring login) and
+``prometheus`` itself (over TLS, with the password: it asks the same login of itself as of
 anyone, and so does Alertmanager). Every target carries ``host`` (and ``rack``) labels, so alerts and
 dashboards name machines as the stack does, never by address.
 """
@@ -67,9 +67,14 @@ def scrape_jobs(spec: MonitoringSpec) -> list[dict[str, Any]]:
         jobs.append(
             {
                 "job_name": "vllm",
-                "metrics_path": "/metrics",
+                # through k3s's Traefik with the monitoring login: no model server has a port of its own
+                "scheme": spec.model_scheme,
+                "basic_auth": {"username": WEB_USER, "password_file": WEB_PASSWORD},
                 "static_configs": [
-                    {"targets": [f"{m.address}:{m.port}"], "labels": {"host": m.host, "model": m.name}}
+                    {
+                        "targets": [f"{m.address}:{m.port}"],
+                        "labels": {"host": m.host, "model": m.name, "__metrics_path__": m.path},
+                    }
                     for m in spec.models
                 ],
             }

@@ -51,8 +51,10 @@ THRESHOLDS: dict[str, Threshold] = {
     "drained_hours": Threshold(6, "h", "assumption: a drain that outlives a working day is forgotten"),
     "nfs_probe_stale_s": Threshold(600, "s", "the probe runs every 2 min; 5 missed runs"),
     "exhaust_c": Threshold(
-        50, "°C", "assumption: the sheets' 22 °C inlet plus the 15-25 °C rise of an air-cooled GPU server at full "
-        "load (a healthy busy 5.5 kW node exhausts at 33-37 °C); the BMC's own critical thresholds alert separately"
+        50,
+        "°C",
+        "assumption: the sheets' 22 °C inlet plus the 15-25 °C rise of an air-cooled GPU server at full "
+        "load (a healthy busy 5.5 kW node exhausts at 33-37 °C); the BMC's own critical thresholds alert separately",
     ),
     "textfile_stale_s": Threshold(600, "s", "the collectors run every 1-2 min; 5 missed runs"),
     "disk_free_ratio": Threshold(
@@ -82,10 +84,14 @@ class HostTarget:
 
 @dataclass(frozen=True)
 class ModelTarget:
+    """A model server's metrics, as Prometheus reaches them: through k3s's Traefik at
+    ``address``:``port`` (``MonitoringSpec.model_scheme``), on ``path``, with the monitoring login."""
+
     name: str
-    host: str
+    host: str  # the inference host that serves it (a label)
     address: str
     port: int
+    path: str = "/metrics"
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ class MonitoringSpec:
     head: str
     hosts: tuple[HostTarget, ...]
     models: tuple[ModelTarget, ...] = ()
+    model_scheme: str = "http"
     rack_budgets_w: dict[str, int] = field(default_factory=dict)
     scrape_interval: str = "30s"
     retention: str = "30d"

@@ -27,6 +27,8 @@ class People(pulumi.ComponentResource):
 
     accounts: dict[str, pulumi.Resource]
     """Each host's accounts step."""
+    homes: pulumi.Resource
+    """The step that creates the homes on the shared volume."""
 
     def __init__(self, name: str, args: PeopleArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("hpc:people:People", name, None, opts)
@@ -41,7 +43,7 @@ class People(pulumi.ComponentResource):
             for ssh in args.hosts
         }
         head = args.head.name
-        remote.run(
+        self.homes = remote.run(
             f"{head}-homes",
             args.head,
             render.homes(head, args.people, args.home_root),

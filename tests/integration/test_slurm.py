@@ -43,6 +43,8 @@ from typing import Any
 import pytest
 import yaml
 
+from components.inference import keys as api_keys
+from components.scripts import wrap
 from components.slurm import render as slurm_render
 from components.slurm import steps as slurm_steps
 from components.slurm.images import image_hash
@@ -547,6 +549,48 @@ def test_a_researchers_own_key_opens_no_host(cluster):
         assert "alice" not in onto.stdout
         assert cluster.lab.ssh(host, "id -un").stdout.strip() == "root"
     assert ssh_login(cluster, "alice", "id -un").stdout.strip() == "alice"
+
+
+def test_each_user_finds_their_own_api_key_and_a_planted_link_redirects_nothing(cluster):
+    """The inference tier's key delivery (components/inference/keys.py) on the real head: each
+    key lands in its user's home, 0600 and theirs, and its user reads it on the login node while
+    the other cannot; a link alice planted where her key goes (to a file only root may write) is
+    replaced, never followed, since the step writes as the user; a second run changes nothing;
+    the delete takes the keys away and leaves the homes."""
+    holders = tuple(api_keys.KeyHolder(u, uid, 30001) for u, uid in USERS.items())
+    step = api_keys.delivery("head", "/srv/gfsv/home", holders)
+    secret = {u: f"k{uid}" + "x" * 34 for u, uid in USERS.items()}
+    stdin = api_keys.stdin_lines(holders, [secret[h.name] for h in holders])
+    lab = cluster.lab
+    lab.ssh("head", "echo roots > /srv/planted-target && chmod 0644 /srv/planted-target")
+    where = cluster.shared / "home" / "alice" / ".config" / "hpc-cluster"
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "api-key").symlink_to("/srv/planted-target")
+    for path in (where.parent, where, where / "api-key"):
+        os.lchown(path, USERS["alice"], 30001)
+    try:
+        first = lab.ssh("head", wrap(step.create), stdin=stdin).stdout
+        assert "the API key of alice in ~alice/.config/hpc-cluster/api-key" in first, first
+        assert first.rstrip().endswith("hpc: result=changed"), first
+        assert lab.ssh("head", "cat /srv/planted-target").stdout == "roots\n"  # the link was not followed
+        for user, uid in USERS.items():
+            path = f"/srv/gfsv/home/{user}/.config/hpc-cluster/api-key"
+            assert lab.ssh("head", f"stat -c '%F %a %u' {path}").stdout.split() == ["regular", "file", "600", str(uid)]
+            assert ssh_login(cluster, user, f"cat ~/{api_keys.HOME_KEY_FILE}").stdout.strip() == secret[user]
+        other = ssh_login(cluster, "bob", f"cat ~alice/{api_keys.HOME_KEY_FILE}")
+        assert other.returncode != 0 and secret["alice"] not in other.stdout, other
+        again = lab.ssh("head", wrap(step.create), stdin=stdin).stdout
+        assert again.rstrip().endswith("hpc: result=unchanged"), again
+        assert step.delete is not None
+        lab.ssh("head", wrap(step.delete))
+        for user in USERS:
+            gone = lab.ssh("head", f"test -e /srv/gfsv/home/{user}/{api_keys.HOME_KEY_FILE}", check=False)
+            assert gone.returncode == 1
+            assert lab.ssh("head", f"test -d /srv/gfsv/home/{user}", check=False).returncode == 0
+    finally:
+        lab.ssh("head", "rm -f /srv/planted-target")
+        for user in USERS:
+            lab.ssh("head", f"rm -rf /srv/gfsv/home/{user}/.config/hpc-cluster")
 
 
 def test_a_sudo_deploy_user_needs_docker_of_its_own_on_docker_hosts(cluster):

@@ -17,8 +17,8 @@ API_ENDPOINTS_DEV = {
 def dev_models():
     import yaml
 
-    from stacks.cluster import model_server
     from stacks.config import parse
+    from stacks.inference import model_server
 
     raw = yaml.safe_load((plan.ROOT / "Pulumi.dev.yaml").read_text())["config"]
     cfg = parse({k.split(":", 1)[1]: v for k, v in raw.items() if k not in ("hpc:sshPrivateKey", "hpc:hfToken")})

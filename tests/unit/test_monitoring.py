@@ -370,7 +370,7 @@ def test_the_plan_installs_monitoring_from_the_stack():
     assert {f"{h.name}-exporters" for h in cfg.hosts} <= names
     head = cfg.slurm_head.name
     assert {f"{head}-prometheus", f"{head}-alertmanager", f"{head}-dashboards"} <= names
-    spec = monitoring.spec_of(cfg)
+    spec = monitoring.spec_of(cfg, tls=True)  # prod is planned with the site's certificate
     prom = plan.plain(result.by_name(f"{head}-prometheus").inputs["create"])
     assert render_prometheus.prometheus_config(spec).strip() in prom
     assert all(f"{h.address}:9100" in prom for h in spec.hosts)
@@ -381,17 +381,30 @@ def test_monitoring_can_be_turned_off():
     assert not any(n.endswith(("-exporters", "-prometheus", "-alertmanager")) for n in names)
 
 
-def test_model_servers_are_scrapable_where_prometheus_looks():
-    """Prometheus scrapes <host address>:<port>/metrics: each model server publishes its port on its
-    host (hostPort), and the plan's vllm job names exactly those."""
+def test_model_servers_are_scraped_through_traefik_with_the_monitoring_login():
+    """No model server publishes a port on its host (nothing bypasses Traefik): Prometheus scrapes
+    each model's /metrics/<model> route on k3s's Traefik, over HTTPS with the site's certificate
+    in prod, with the monitoring login, and the plan has exactly that route for every model."""
     result = plan.run("prod")
-    spec_text = plan.plain(result.by_name("head01-prometheus").inputs["create"])
+    text = plan.plain(result.by_name("head01-prometheus").inputs["create"])
     deployments = [r for r in result.of_type("kubernetes:apps/v1:Deployment") if "-inference-" in r.name]
     assert deployments
     for r in deployments:
-        port = plan.plain(r.inputs["spec"])["template"]["spec"]["containers"][0]["ports"][0]
-        assert port["hostPort"] == port["containerPort"], r.name
-        assert f":{int(port['containerPort'])}" in spec_text
+        [port] = plan.plain(r.inputs["spec"])["template"]["spec"]["containers"][0]["ports"]
+        assert "hostPort" not in port, r.name
+    models = [m["name"] for m in yaml.safe_load((plan.ROOT / "Pulumi.prod.yaml").read_text())["config"]
+              ["hpc:inference"]["models"]]  # fmt: skip
+    for model in models:
+        assert f"__metrics_path__: /metrics/{model}" in text, model
+        route = plan.plain(result.by_name(f"public-metrics-{model}").inputs)
+        [path] = route["spec"]["rules"][0]["http"]["paths"]
+        assert path["path"] == f"/metrics/{model}" and path["pathType"] == "Exact"
+        assert route["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.middlewares"] == (
+            f"inference-metrics-login@kubernetescrd,inference-metrics-{model}@kubernetescrd"
+        )
+    assert "- llm.hpc.internal:443" in text and "scheme: https" in text
+    login = result.by_name("public-metrics-login")
+    assert plan.plain(login.inputs)["type"] == "kubernetes.io/basic-auth" and "stringData" in login.secret_inputs()
 
 
 def test_the_readme_tables_are_the_rules():
