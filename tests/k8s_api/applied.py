@@ -3,6 +3,8 @@ read back from it."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +19,13 @@ from . import objects
 from .cluster import K8S, Api, ApiError, ControlPlane
 
 NS = "inference"
+# What k3s's Traefik chart installs: the default class, which Traefik serves.
+INGRESS_CLASS = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "IngressClass",
+    "metadata": {"name": "traefik", "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+    "spec": {"controller": "traefik.io/ingress-controller"},
+}
 
 
 @dataclass
@@ -43,9 +52,11 @@ def stack_config(stack: str) -> cfgmod.ClusterConfig:
 
 
 def install_k3s_addons(api: Api, disabled: list[str]) -> None:
-    """What k3s installs itself: Traefik's CRDs (unless the server config disables Traefik)."""
+    """What k3s installs itself: Traefik's CRDs and its IngressClass (unless the server config
+    disables Traefik)."""
     if "traefik" in disabled:
         return
+    api.apply(INGRESS_CLASS, manager="k3s")
     crds = [c for c in yaml.safe_load_all((K8S / "extras" / "traefik-crds.yaml").read_text()) if c]
     for crd in crds:
         api.apply(crd, manager="k3s")
@@ -84,6 +95,31 @@ def apply_plan(a: Applied) -> None:
             sc = classes[m["spec"]["storageClassName"]]
             if sc["provisioner"] == objects.NFS_CSI_DRIVER:
                 a.api.create(objects.provisioned_volume(a.back[rec.key], sc))
+
+
+@contextlib.contextmanager
+def applied_stack(stack: str, result: plan.PlanRun, reveal: bool = False) -> Iterator[Applied]:
+    """A fresh control plane with the k3s nodes and add-ons, ``result``'s objects applied and
+    every Deployment available (unless the server refused an object); stopped afterwards.
+    ``reveal``: the Secrets hold the plan's values, not the plan's masks."""
+    cfg = stack_config(stack)
+    cp = ControlPlane().start()
+    try:
+        a = Applied(stack, cp, result, cfg, objects.recorded(result, reveal))
+        for node in objects.k3s_nodes(cfg):
+            cp.api.create(node)
+        install_k3s_addons(cp.api, objects.k3s_disables(cfg, result))
+        apply_plan(a)
+        for d in a.of_kind("Deployment"):
+            if not a.refused:
+                wait_until(
+                    lambda n=d["metadata"]["name"]: deployment_available(cp.api, n),
+                    f"Deployment {d['metadata']['name']} available",
+                    timeout=120,
+                )
+        yield a
+    finally:
+        cp.stop()
 
 
 def deployment_available(api: Api, name: str) -> bool:

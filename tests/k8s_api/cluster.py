@@ -333,12 +333,17 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in reversed(list(self.procs)):
-            p = self.procs[name]
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
+            stop_process(self.procs[name])
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def stop_process(p: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """Stop a process this suite started (in a session of its own) and its children, by PID:
+    SIGTERM, then SIGKILL after 15 s."""
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

@@ -77,11 +77,18 @@ def dependency_order(result: PlanRun) -> list[Record]:
     return [by_urn[u] for u in TopologicalSorter(graph).static_order() if u in by_urn]
 
 
-def recorded(result: PlanRun) -> list[Recorded]:
+def recorded(result: PlanRun, reveal: bool = False) -> list[Recorded]:
+    """The plan's Kubernetes objects in dependency order; secret values masked, as the plan shows
+    them, unless ``reveal`` (the plan's stand-ins in clear: a test that reads them back)."""
     out = []
     for r in dependency_order(result):
         if r.custom and r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:helm"):
-            out.append(Recorded(k8s_manifest(r), r.type.endswith("Patch"), r.name))
+            manifest = k8s_manifest(r)
+            if reveal and manifest["kind"] == "Secret":
+                for key in ("stringData", "data"):
+                    if key in r.inputs:
+                        manifest[key] = plain(r.inputs[key])
+            out.append(Recorded(manifest, r.type.endswith("Patch"), r.name))
     return out
 
 

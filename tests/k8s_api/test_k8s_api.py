@@ -23,16 +23,13 @@ from tests.integration.lab import wait_until
 from . import objects
 from .applied import (
     NS,
-    Applied,
-    apply_plan,
+    applied_stack,
     deployment_available,
-    install_k3s_addons,
     job_complete,
     pods_of,
     secrets_read,
-    stack_config,
 )
-from .cluster import ControlPlane, binaries_missing
+from .cluster import binaries_missing
 from .objects import pod_requests, set_allocatable_memory, without_model
 
 pytestmark = pytest.mark.k8s_api
@@ -43,26 +40,8 @@ def applied(request: pytest.FixtureRequest):
     missing = binaries_missing()
     if missing:
         pytest.skip(missing)
-    stack = request.param
-    result = plan.run(stack)
-    cfg = stack_config(stack)
-    cp = ControlPlane().start()
-    try:
-        a = Applied(stack, cp, result, cfg, objects.recorded(result))
-        for node in objects.k3s_nodes(cfg):
-            cp.api.create(node)
-        install_k3s_addons(cp.api, objects.k3s_disables(cfg, result))
-        apply_plan(a)
-        for d in a.of_kind("Deployment"):
-            if not a.refused:
-                wait_until(
-                    lambda n=d["metadata"]["name"]: deployment_available(cp.api, n),
-                    f"Deployment {d['metadata']['name']} available",
-                    timeout=120,
-                )
+    with applied_stack(request.param, plan.run(request.param)) as a:
         yield a
-    finally:
-        cp.stop()
 
 
 def test_every_recorded_object_is_accepted(applied):
