@@ -34,7 +34,17 @@ SECRETS = {
     "hpc:monitoringPassword": MONITORING_PASSWORD,
     "hpc:backupPassword": BACKUP_PASSWORD,
 }
+# prod serves its models only over HTTPS: it is initialised with the site's certificate too
+# (placeholders: the program passes them to the TLS Secret and never parses them)
+TLS = {
+    "hpc:tlsCertificate": "-----BEGIN CERTIFICATE-----\nengine-test-" + "c" * 40 + "\n-----END CERTIFICATE-----\n",
+    "hpc:tlsKey": "-----BEGIN PRIVATE KEY-----\nengine-test-" + "t" * 40 + "\n-----END PRIVATE KEY-----\n",
+}
 STACKS = ("dev", "prod")
+
+
+def secrets_of(stack: str) -> dict[str, str]:
+    return {**SECRETS, **(TLS if stack == "prod" else {})}
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +80,15 @@ def test_engine_is_built_at_the_pinned_versions(project: cli.Project) -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_committed_stack_takes_its_secrets_from_the_cli(project: cli.Project, stack: str) -> None:
-    project.init_stack(stack, SECRETS)
+    project.init_stack(stack, secrets_of(stack))
     text = (project.dir / f"Pulumi.{stack}.yaml").read_text()
     assert "encryptionsalt: v1:" in text
-    for key in SECRETS:
+    for key in secrets_of(stack):
         assert re.search(rf"^  {re.escape(key)}:\n    secure: v1:\S+$", text, re.M), key
     assert "engine-test-kkkk" not in text and HF_TOKEN not in text
     listed = project.pulumi("config", "--json", "--stack", stack)
     assert listed.rc == 0, listed.output
-    assert all(listed.json()[key]["secret"] for key in SECRETS)
+    assert all(listed.json()[key]["secret"] for key in secrets_of(stack))
     got = project.pulumi("config", "get", "hpc:sshPrivateKey", "--stack", stack)
     assert got.rc == 0 and got.stdout.strip() == SSH_KEY.strip()
 
@@ -95,7 +105,7 @@ def test_wrong_passphrase_is_refused(project: cli.Project) -> None:
 def test_preview_lists_what_the_offline_plan_lists(project: cli.Project, plans: None, stack: str) -> None:
     """Every resource the real preview registers has the plan's URN, type and parent; the preview
     stops only where the engine lacks a plugin, and then says which."""
-    project.init_stack(stack, SECRETS)
+    project.init_stack(stack, secrets_of(stack))
     r = project.preview_json(stack, "--policy-pack", "policy",
                              "--policy-pack-config", str(cli.ROOT / "build" / stack / "policy-config.json"))
     preview = r.json()

@@ -172,12 +172,19 @@ def test_fair_share_starts_the_lighter_groups_job_first(cluster):
     assert start[second] < start[first], start  # bob's job started first
 
 
+def pending_reason(c, job: str, timeout: float = 60) -> str:  # type: ignore[no-untyped-def]
+    """A pending job's reason once a scheduling pass has looked at it: until then squeue says
+    "None" (a job just submitted), which is no reason to assert on."""
+    return str(labmod.wait_until(lambda: (r := c.in_head(f"squeue -h -j {job} -o %r")[1].strip()) not in ("", "None")
+                                 and r, f"a scheduling pass over job {job}", timeout))  # fmt: skip
+
+
 def test_a_job_over_its_qos_gpu_limit_pends_with_slurms_reason(cluster):
     c, _ = cluster
     one = submit(c, "alice", "--qos=high -N1 --gres=gpu:a100:2 -t 5 --wrap 'sleep 15'")
     two = submit(c, "alice", "--qos=high -N1 --gres=gpu:a100:2 -t 5 --wrap 'sleep 5'")  # 4 GPUs: over her 2
     labmod.wait_until(lambda: sacct(c, one)[-1:] == ["RUNNING"], "the first job", 60)
-    reason = labmod.wait_until(lambda: c.in_head(f"squeue -h -j {two} -o %r")[1].strip(), "the second's reason", 30)
+    reason = pending_reason(c, two)
     assert reason == "QOSMaxGRESPerUser", reason  # although two GPUs are free
     labmod.wait_until(lambda: done(c, one, two), "both jobs, one after the other", 120)
     assert sacct(c, two, "Start")[-1] >= sacct(c, one, "End")[-1]
@@ -211,7 +218,7 @@ def test_a_reservation_keeps_its_nodes_free_and_goes_with_the_stack(cluster):
     # maintenance", and sinfo shows w2 idle or planned)
     for _ in range(3):
         assert c.in_head("squeue -h -t R -w w2 -o %i")[1].strip() == ""
-        reason = c.in_head(f"squeue -h -j {long} -o %r")[1].strip()
+        reason = pending_reason(c, long)
         assert reason.startswith("ReqNodeNotAvail") and sacct(c, long) == ["PENDING"], reason
         time.sleep(10)
     both = planned_with(scheduling={"reservations": [reservation | {"nodes": ["w1", "w2"]}]})
