@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from .cluster import K8S, POD_CIDR, ControlPlane, stop_process
 
@@ -68,7 +66,6 @@ class Traefik:
         py = [sys.executable, str(HERE / "bridge.py")]
         self._spawn("bridge-root", [*py, f"unix:{sock}", f"tcp:127.0.0.1:{self.cp.port}"], netns=False, ready="ready")
         self._spawn("bridge-ns", [*py, f"tcp:127.0.0.1:{API_PORT}", f"unix:{sock}"], ready="ready")
-        (self.dir / "token").write_text(self.cp.token)
         providers = []
         for p in ("kubernetesingress", "kubernetescrd"):
             providers += [
@@ -83,9 +80,6 @@ class Traefik:
                 "--entryPoints.web.address=:80",
                 "--entryPoints.websecure.address=:443",
                 "--entryPoints.websecure.http.tls=true",
-                "--api=true",
-                "--entryPoints.traefik.address=127.0.0.1:9000",
-                "--api.insecure=true",
                 "--log.level=INFO",
                 *providers,
             ],
@@ -102,10 +96,6 @@ class Traefik:
 
     def stop_backends(self) -> None:
         self._stop("backends")
-
-    def routers(self) -> list[dict[str, Any]]:
-        out = self.curl("http://127.0.0.1:9000/api/http/routers").body
-        return json.loads(out) if out.startswith("[") else []
 
     def curl(self, url: str, *args: str, timeout: int = 10) -> Reply:
         argv = ["ip", "netns", "exec", self.ns, "curl", "-sS", "--max-time", str(timeout), "-o", "-",
