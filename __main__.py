@@ -13,6 +13,8 @@ built = cluster.build(settings, secrets)
 pulumi.export("networkStorage", built.network_storage.apply(lambda ns: ns.model_dump()))
 if built.inference_check is not None:
     pulumi.export("inferenceCheck", built.inference_check)
+if built.slurm_check is not None:
+    pulumi.export("slurmCheck", built.slurm_check)
 if built.logins:
     pulumi.export("loginNodes", {name: f"ssh <user>@{node.address}" for name, node in built.logins.items()})
 if built.urls:

@@ -21,6 +21,7 @@ from components.people.accounts import People, PeopleArgs
 from components.people.render import Group, Person
 from components.preflight import HostPreflight, HostPreflightArgs
 from components.remote import Ssh
+from components.slurm import smoke
 from components.slurm.head import SlurmHead, SlurmHeadArgs
 from components.slurm.images import HostDockerArgs
 from components.slurm.job_checks import JobChecks
@@ -64,6 +65,7 @@ class Cluster:
     k3s: K3sCluster | None = None
     people: People | None = None
     inference_check: pulumi.Output[str] | None = None
+    slurm_check: pulumi.Output[str] | None = None
     access: Access | None = None
     urls: dict[str, str] = field(default_factory=dict)
 
@@ -292,6 +294,14 @@ def build_slurm(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:
                 **access.directory,
             ),
         )
+    if cluster.workers:  # one real job per partition once every node is back in service
+        cluster.slurm_check = smoke.SmokeTest(
+            "slurm-smoke-test",
+            access.ssh(head),
+            spec,
+            after=[w.resume for w in cluster.workers.values()],
+            triggers=[cluster.slurm_head.container.id, *(w.container.id for w in cluster.workers.values())],
+        ).verdict
 
 
 def build_login(cfg: ClusterConfig, access: Access, cluster: Cluster) -> None:

@@ -130,6 +130,9 @@ SlurmctldLogFile={LOG_DIR}/slurmctld.log
 SlurmdLogFile={LOG_DIR}/slurmd.log
 MailProg=/bin/true
 MpiDefault=none
+# Jobs keep slurmd's locked-memory limit (unlimited, the container's) instead of the submitting
+# shell's (a login session's few MB): RDMA and NCCL pin memory.
+PropagateResourceLimitsExcept=MEMLOCK
 ReturnToService=2
 {plugins}
 SchedulerType=sched/backfill

@@ -230,3 +230,29 @@ def resume(head: str, node: str) -> RemoteScript:
     create = script(head, f"{node}-resume", body, extra_headers={"runs-for": node})
     delete = no_undo(head, f"{node}-resume")
     return RemoteScript(f"{node}-resume", head, create, delete)
+
+
+# ---- after deployment -------------------------------------------------------------------------
+# The smoke test's jobs: how long one may wait for a busy cluster before it is reported "busy"
+# (not a failure), how often the queue is read, and each job's time limit.
+SMOKE_WAIT_S = 300
+SMOKE_POLL_S = 2
+SMOKE_JOB_MINUTES = 5
+
+
+def smoke_test(head: str, partitions: list[tuple[str, bool]], wait_s: int = SMOKE_WAIT_S) -> RemoteScript:
+    """On the head, after every node is up: one job per partition (``(name, has_gpus)``) through
+    the real scheduler; a JSON verdict on stdout, one failing line naming the partition and the
+    node when a job fails (scripts/smoke-test.sh). A job pending on a busy cluster for ``wait_s``
+    is reported "busy"."""
+    checks = Raw("\n".join(f"smoke {shlex.quote(name)} {'gpu' if gpu else 'cpu'}" for name, gpu in partitions))
+    body = fill(
+        SCRIPTS / "smoke-test.sh",
+        container=HEAD_CONTAINER,
+        wait=wait_s,
+        poll=SMOKE_POLL_S,
+        minutes=SMOKE_JOB_MINUTES,
+        checks=checks,
+    )
+    name = f"{head}-slurm-smoke-test"
+    return RemoteScript(name, head, script(head, name, body, stdout_is_output=True), no_undo(head, name))

@@ -23,6 +23,29 @@ EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-to
 NVIDIA_RUNTIME = "nvidia"  # registered in the host's Docker by the NVIDIA container toolkit (preflight)
 # compute: libcuda for jobs; utility: nvidia-smi and NVML for the health check and jobs.
 NVIDIA_DRIVER_CAPABILITIES = "compute,utility"
+# Jobs' /dev/shm: Docker's default is 64 MB, and NCCL's shared-memory transport and PyTorch's
+# DataLoader workers (which pass batches through it) fail with "No space left on device" or a
+# bus error long before that is enough. Half the host's RAM, Linux's own default size for a
+# tmpfs and so a bare host's /dev/shm; the pages count against the memory cgroup of the job that
+# writes them, so a job cannot use it to exceed its --mem.
+SHM_FRACTION = 0.5
+# Locked memory unlimited for slurmd, and so for jobs (slurm.conf keeps MEMLOCK from being
+# propagated from the submitting shell): RDMA and NCCL pin their buffers.
+UNLIMITED = -1
+
+
+def shm_size_mib(memory_mib: int) -> int:
+    """/dev/shm of a node's container for ``memory_mib`` of RAM, in MiB: the provider's
+    ``shm_size`` unit (its "MB" is multiplied by 1024 * 1024; Docker's own default, 64m, is 64)."""
+    return int(memory_mib * SHM_FRACTION)
+
+
+def job_limits(memory_mib: int) -> dict[str, Any]:
+    """The slurmd container's inputs that jobs inherit: /dev/shm's size and unlimited memlock."""
+    return {
+        "shm_size": shm_size_mib(memory_mib),
+        "ulimits": [docker.ContainerUlimitArgs(name="memlock", soft=UNLIMITED, hard=UNLIMITED)],
+    }
 
 
 def nvidia_env(gpu_indexes: tuple[int, ...]) -> list[str]:
@@ -84,6 +107,8 @@ class GpuWorker(pulumi.ComponentResource):
 
     container: docker.Container
     """The slurmd container."""
+    resume: pulumi.Resource
+    """The step that returns the node to service after its container (what follows the node waits on it)."""
 
     def __init__(self, name: str, args: GpuWorkerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(self.TYPE, name, None, opts)
@@ -157,6 +182,7 @@ class GpuWorker(pulumi.ComponentResource):
             # the devices above stay listed, so the cgroup rules slurmd confines jobs with see them.
             **({"runtime": NVIDIA_RUNTIME} if args.gpu_indexes else {}),
             "volumes": shared,
+            **job_limits(hw.memory_mib),
             # The privileges slurmd keeps, each proven needed on real Slurm (tests/integration/test_slurm.py):
             # CAP_SYS_ADMIN (without it no job step starts: "Slurmd could not execve job"), CAP_SYS_NICE (a
             # user's job fails: "task_g_set_affinity: Operation not permitted") and a writable
@@ -193,7 +219,7 @@ class GpuWorker(pulumi.ComponentResource):
                 depends_on=[args.host_mount, sysctl, *checks, health, *args.job_checks, munge, *directory, drain],
             ),
         )
-        remote.run_with_triggers(
+        self.resume = remote.run_with_triggers(
             f"{name}-resume",
             args.head_ssh,
             steps.resume(args.head_name, host),

@@ -1,8 +1,10 @@
 """Slurm components in the whole program under the mock engine: secrets and wiring."""
 
 import pytest
+import yaml
 
 from offline import plan
+from stacks import config
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +79,32 @@ def test_a_gpu_worker_that_also_serves_models_gets_only_slurms_gpus():
 def test_state_steps_are_protected(dev):
     for name in ("rpi1-slurm-state", "gv0-volume", "rpi1-brick"):
         assert dev.by_name(name).options.get("protect"), name
+
+
+def test_the_smoke_test_runs_after_every_node_is_back_and_reruns_with_any_slurm_container():
+    prod = plan.run("prod")
+    smoke = prod.by_name("head01-slurm-smoke-test")
+    component = prod.by_name("slurm-smoke-test")
+    assert component.type == "hpc:slurm:SmokeTest" and smoke.parent == component.urn
+    resumes = [r for r in prod.resources if r.name.endswith("-resume")]
+    assert resumes and all(r.urn in smoke.dependencies for r in resumes)
+    containers = [r for r in prod.of_type("docker:index/container:Container") if r.name != "login01-container"]
+    assert len(plan.plain(smoke.inputs["triggers"])) == len(containers)  # the head's and every worker's
+    create = plan.plain(smoke.inputs["create"])
+    assert "smoke gpu gpu\nsmoke debug gpu\n" in create  # prod's partitions, both with GPUs: one GPU each
+    assert "slurmCheck" in prod.stack_outputs
+
+
+def test_every_slurmd_container_gets_half_its_ram_as_dev_shm_and_unlimited_memlock():
+    prod = plan.run("prod")
+    raw = yaml.safe_load((plan.ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    cfg = config.parse({k.split(":", 1)[1]: v for k, v in raw.items()})
+    for r in prod.of_type("docker:index/container:Container"):
+        inputs = plan.plain(r.inputs)
+        if inputs["name"] != "slurm-worker":
+            assert "shmSize" not in inputs, r.name
+            continue
+        host = r.name.removesuffix("-container")
+        memory = next(h for h in cfg.hosts if h.name == host).hardware.memory_mib
+        assert inputs["shmSize"] == memory // 2, r.name
+        assert inputs["ulimits"] == [{"name": "memlock", "soft": -1, "hard": -1}], r.name

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import docker
 from docker import types as dtypes
@@ -54,6 +56,23 @@ STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
     "debian:trixie-slim": ("trixie", ()),
     "python:3.11-slim-bookworm": ("bookworm", ("python3", "python3-pip", "ca-certificates")),
 }
+
+
+def memlock_ceiling() -> int:
+    """The hard locked-memory limit no process here may raise (bytes; -1: none). These machines
+    withhold CAP_SYS_RESOURCE, so Docker cannot give a container more than this one has."""
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    return -1 if hard == resource.RLIM_INFINITY else hard
+
+
+def lab_ulimit(u: dict[str, Any]) -> dtypes.Ulimit:
+    """A recorded ulimit as Docker applies it; test-only: a memlock above this machine's ceiling
+    (the plan's unlimited) is clamped to it, or runc refuses the container ("error setting
+    rlimits ... operation not permitted")."""
+    soft, hard, ceiling = int(u["soft"]), int(u["hard"]), memlock_ceiling()
+    if u["name"] == "memlock" and ceiling >= 0:
+        soft, hard = (ceiling if v < 0 or v > ceiling else v for v in (soft, hard))
+    return dtypes.Ulimit(name=u["name"], soft=soft, hard=hard)
 
 
 def mirror() -> str:
@@ -196,7 +215,7 @@ class Dockerd:
         """Create and start a recorded docker.Container with every input the program sets."""
         spec = plain(record.inputs)
         known = {"name", "image", "hostname", "command", "envs", "hosts", "networksAdvanced", "devices", "volumes",
-                 "cgroupnsMode", "capabilities", "restart", "mustRun", "stopTimeout", "runtime"}
+                 "cgroupnsMode", "capabilities", "restart", "mustRun", "stopTimeout", "runtime", "shmSize", "ulimits"}
         assert set(spec) <= known, f"inputs the test does not apply: {sorted(set(spec) - known)}"
         if replace:
             self.remove_container(spec["name"])
@@ -214,6 +233,8 @@ class Dockerd:
             restart_policy={"Name": spec["restart"]} if spec.get("restart") else None,
             cgroupns=spec.get("cgroupnsMode"),
             runtime=spec.get("runtime"),
+            shm_size=f"{int(spec['shmSize'])}m" if "shmSize" in spec else None,  # the provider's unit: MiB
+            ulimits=[lab_ulimit(u) for u in spec.get("ulimits", [])],
         )
         nets = spec.get("networksAdvanced", [])
         networking = None

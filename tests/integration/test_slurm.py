@@ -43,6 +43,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.hardware import CATALOGUE
 from components.inference import keys as api_keys
 from components.scripts import wrap
 from components.slurm import render as slurm_render
@@ -57,7 +58,7 @@ from tests.integration.steps import Step, run_step, steps
 pytestmark = pytest.mark.integration
 
 NET = "10.79.0"
-TOOLS = ("dockerd", "debootstrap", "/usr/sbin/sshd", "nsenter")
+TOOLS = ("dockerd", "debootstrap", "/usr/sbin/sshd", "nsenter", "gcc")
 HOSTS = ["head", "w1", "w2", "w3", "login", "c1"]
 SSH_ADDR = {h: f"{NET}.{11 + i}" for i, h in enumerate(HOSTS)}  # the lab's own host addresses
 CTR_ADDR = {h: f"{NET}.{41 + i}" for i, h in enumerate(HOSTS)}  # macvlan, inside containerRange
@@ -69,6 +70,7 @@ PROD_CTLD = f"{NET}.60"  # the prod controller's stand-in address in the lab
 # The head's steps that talk to its running daemons (sacctmgr, scontrol): after its container.
 NODE_FILES = ("health-check", "gpu-prolog", "gpu-epilog")  # a slurmd node's steps that install programs
 AFTER_THE_HEAD = ("head-slurm-accounting", "head-slurm-reservations")
+SMOKE_TEST = "head-slurm-smoke-test"  # the plan's last Slurm step: after every node is back in service
 BACKUP_REPO = "/srv/backup/hpc"  # on the head's own disk in the lab (a site names another host)
 
 FAKE_DEV = r"""set -e
@@ -97,12 +99,22 @@ case "$1" in
     awk -F', *' 'FILENAME == ARGV[1] {m[$1] += $4; next} NF {print $2 ", " m[$2] + 0}' "$d/apps.csv" "$d/gpus.csv" ;;
   --query-compute-apps=gpu_bus_id,pid,process_name,used_gpu_memory) cat "$d/apps.csv" ;;
   -q) awk -F', *' 'NF {printf "GPU %s\n    Product Name : %s\n    Minor Number : %s\n", $2, $3, $1}' "$d/gpus.csv" ;;
+  -L) # as NVML enumerates: only the GPUs this process may open (a job's devices cgroup refuses the
+      # others: EPERM; the lab's driverless fake devices answer ENXIO), numbered from 0
+      n=0
+      while IFS=, read -r i _ name _; do
+        err=$({ : <>"/dev/nvidia$i"; } 2>&1) || true
+        case $err in *"not permitted"*) continue ;; esac
+        printf 'GPU %d: %s (UUID: GPU-00000000-0000-0000-0000-%012d)\n' "$n" "${name# }" "$i"
+        n=$((n + 1))
+      done <"$d/gpus.csv" ;;
   *) echo "nvidia-smi stand-in: unsupported: $*" >&2; exit 2 ;;
 esac
 """
 APPS = "/srv/fake-nvidia/apps.csv"  # what the nvidia-smi stand-in lists as processes on the GPUs
 GPUS_CSV = "".join(f"{i}, 00000000:{0x17 + i:02X}:00.0, NVIDIA A100 80GB PCIe, 0, No\n" for i in range(2))
 NVIDIA_RUNTIME = Path(__file__).with_name("stand_ins") / "nvidia-container-runtime"
+LIBCUDA_C = Path(__file__).with_name("stand_ins") / "libcuda.c"
 
 
 NVIDIA_CTK = """#!/bin/bash
@@ -196,7 +208,7 @@ class Planned:
         self.result = plan.run("dev", config or stack(workers, **slurm))
         parents = ("hpc:slurm:SlurmHead", "hpc:compute:GpuWorker", "hpc:compute:CpuWorker", "hpc:compute:JobChecks",
                    "hpc:host:HostPreflight",
-                   "hpc:slurm:LoginNode", "hpc:people:People", "hpc:backup:Backups")  # fmt: skip
+                   "hpc:slurm:LoginNode", "hpc:people:People", "hpc:backup:Backups", "hpc:slurm:SmokeTest")  # fmt: skip
         self.steps = {s.name: s for s in steps(self.result, parents)}
         self.containers = {
             plain(r.inputs["hostname"]): r for r in self.result.of_type("docker:index/container:Container")
@@ -206,7 +218,7 @@ class Planned:
         self.networks = {_owner(r): r for r in self.result.of_type("docker:index/network:Network")}
 
     def head_steps(self) -> list[Step]:
-        later = {"head-preflight-check", "head-accounts", "head-homes", *AFTER_THE_HEAD}
+        later = {"head-preflight-check", "head-accounts", "head-homes", SMOKE_TEST, *AFTER_THE_HEAD}
         return [s for s in self.steps.values() if s.name.startswith("head-") and s.name not in later]
 
 
@@ -225,6 +237,7 @@ class Cluster:
         self.shared = self.d / "shared"
         self.daemons: dict[str, docker_lab.Dockerd] = {}
         self.loaded: dict[str, set[str]] = {}
+        self.smoke: subprocess.CompletedProcess[str] | None = None  # the smoke test's run at deployment
 
     def prepare(self) -> None:
         """Per host: private /etc/slurm; the shared volume at /srv/gfsv (home, as ClientMount
@@ -251,13 +264,22 @@ mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
                     shim.write_text(text)
                     shim.chmod(0o755)
                 self.lab.on(host, ["bash", "-c", FAKE_DEV, "fakedev", str(h / "hostdev")])
-                write_gpus = 'mkdir -p /srv/fake-nvidia && printf %s "$1" >/srv/fake-nvidia/gpus.csv && : >"$2"'
-                self.lab.on(host, ["bash", "-c", write_gpus, "gpus", GPUS_CSV, APPS])
+                write_gpus = ('mkdir -p /srv/fake-nvidia && printf %s "$1" >/srv/fake-nvidia/gpus.csv && : >"$2" '
+                              '&& cp "$3" /srv/fake-nvidia/libcuda.so.1')  # fmt: skip
+                self.lab.on(host, ["bash", "-c", write_gpus, "gpus", GPUS_CSV, APPS, str(self.libcuda())])
             runtime = ["--add-runtime", f"nvidia={NVIDIA_RUNTIME}"] if host.startswith("w") else []
             daemon = docker_lab.Dockerd(h / "docker", holder=self.lab.hosts[host].holder,
                                         listen=["unix:///run/docker.sock"], extra=runtime)  # fmt: skip
             self.daemons[host] = daemon.start()
             self.loaded[host] = set()
+
+    def libcuda(self) -> Path:
+        """The libcuda.so.1 stand-in (tests/integration/stand_ins/libcuda.c), compiled once per lab."""
+        out = self.d / "libcuda.so.1"
+        if not out.exists():
+            subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(LIBCUDA_C)],
+                           check=True, capture_output=True, text=True)  # fmt: skip
+        return out
 
     def deploy(self, planned: Planned, host: str, replace: bool = False) -> None:
         """What `pulumi up` does for a host's Docker resources: image, network, container."""
@@ -377,6 +399,7 @@ def cluster(planned, builder):
             run_step(lab, planned.steps[name])
         c.deploy(planned, "login")
         labmod.wait_until(lambda: c.daemons["login"].health("slurm-login") == "healthy", "the login node", 150)
+        c.smoke = run_step(lab, planned.steps[SMOKE_TEST])
         yield c
 
 
@@ -518,6 +541,29 @@ def test_a_researcher_logs_in_with_their_key_and_runs_a_job_as_themselves(cluste
     assert other.returncode != 0 and "Permission denied" in other.stderr  # bob cannot read alice's output
 
 
+def test_a_users_job_gets_half_the_nodes_ram_as_dev_shm_and_slurmds_locked_memory_limit(cluster, planned):
+    """NCCL and PyTorch's DataLoader need a large /dev/shm and pinned memory (issue 29, point 4).
+    The plan gives slurmd's container unlimited memlock; this machine withholds CAP_SYS_RESOURCE,
+    so the lab clamps it to the machine's ceiling (docker_lab.lab_ulimit). The job must get
+    slurmd's limit, not the submitting shell's (PropagateResourceLimitsExcept=MEMLOCK: here the
+    user lowers her own to 1024 KB first), and Docker's 64 MB /dev/shm must be gone."""
+    ceiling = docker_lab.memlock_ceiling()
+    slurmd_limit = "unlimited" if ceiling < 0 else str(ceiling // 1024)
+    memory_mib = {h["name"]: CATALOGUE[h["profile"]].memory_mib for h in stack(2)["hpc:hosts"]}
+    in_job = "ulimit -l; df -m --output=size /dev/shm | tail -1; head -c 100M /dev/zero >/dev/shm/x && rm /dev/shm/x"
+    in_job += " && echo wrote"
+    job = "ulimit -S -l 1024 && ulimit -l && srun -N1 -w {node} -p {part} bash -c '" + in_job + "'"
+    for node, part in (("w1", "gpu"), ("c1", "cpu")):
+        recorded = plain(planned.containers[node].inputs)
+        assert recorded["shmSize"] == memory_mib[node] // 2
+        assert recorded["ulimits"] == [{"name": "memlock", "soft": -1, "hard": -1}]
+        out = ssh_login(cluster, "alice", job.format(node=node, part=part))
+        assert out.returncode == 0, out.stderr
+        session, got, shm_mib, wrote = out.stdout.split()
+        assert session == "1024"
+        assert (got, int(shm_mib), wrote) == (slurmd_limit, memory_mib[node] // 2, "wrote"), out.stdout
+
+
 def test_no_password_login_no_root_login_no_stranger(cluster):
     password = ssh_login(cluster, "alice", "true", None, "-o", "PreferredAuthentications=password,keyboard-interactive",
                          "-o", "PubkeyAuthentication=no")  # fmt: skip
@@ -651,6 +697,82 @@ def test_sbatch_output_on_the_shared_volume_and_sacct_gpu_tres(cluster):
     labmod.wait_until(accounted, "sacct to show the job with its GPU", 60)
 
 
+def test_a_one_gpu_job_sees_exactly_its_gpu_through_nvidia_smi_and_cuda(cluster):
+    """The worker image's CUDA device query (images/slurm/cuda-query.c, the driver API through
+    libcuda.so.1, here the stand-in the lab's NVIDIA runtime mounts) and nvidia-smi see what the
+    job's devices cgroup allows: one GPU of the node's two, or both."""
+    show = "nvidia-smi -L; hpc-cuda-query"
+    for gpus in (1, 2):
+        out = ssh_login(cluster, "alice", f"srun -p gpu -N1 --gres=gpu:{gpus} bash -c '{show}'")
+        assert out.returncode == 0, out.stdout + out.stderr
+        listed = [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
+        assert [line.split(":")[0] for line in listed] == [f"GPU {i}" for i in range(gpus)], out.stdout
+        assert f"cuda: driver 12040, {gpus} device(s)" in out.stdout, out.stdout
+        assert out.stdout.count("cuda: device ") == gpus and "NVIDIA A100 80GB PCIe, 81920 MiB" in out.stdout
+
+
+def _verdict(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, str]]:
+    return dict(json.loads(run.stdout.strip().splitlines()[-1]))
+
+
+def test_the_smoke_test_ran_a_real_job_per_partition_at_deployment(cluster):
+    assert cluster.smoke is not None and cluster.smoke.stderr.rstrip().endswith("hpc: result=unchanged")
+    verdict = _verdict(cluster.smoke)
+    assert {p: (v["result"], v["node"][:1]) for p, v in verdict.items()} == {"gpu": ("ok", "w"), "cpu": ("ok", "c")}
+    for part, v in verdict.items():
+
+        def accounted(part: str = part, v: dict[str, str] = v) -> bool:
+            row = cluster.in_head(f"sacct -n -X -P -j {v['job']} -o JobName,Partition,NodeList,State,AllocTRES")[1]
+            fields = row.strip().split("|")
+            return fields[:4] == [f"hpc-smoke-test-{part}", part, v["node"], "COMPLETED"] and (
+                ("gres/gpu=1" in fields[4]) == (part == "gpu")
+            )
+
+        labmod.wait_until(accounted, f"sacct to show the {part} smoke job completed on {v['node']}", 60)
+
+
+def test_the_smoke_test_fails_naming_the_partition_and_node_and_a_busy_partition_is_not_a_failure(cluster, planned):
+    libcuda = "/srv/fake-nvidia/libcuda.so.1"  # bind-mounted into the worker containers by the runtime
+    for w in ("w1", "w2"):  # emptied in place (the mount keeps the inode): the driver's library is broken
+        cluster.lab.on(w, ["bash", "-c", f"cp {libcuda} {libcuda}.keep && : >{libcuda}"])
+    try:
+        broken = run_step(cluster.lab, planned.steps[SMOKE_TEST], check=False)
+    finally:
+        for w in ("w1", "w2"):
+            cluster.lab.on(w, ["bash", "-c", f"cat {libcuda}.keep >{libcuda} && rm {libcuda}.keep"])
+    assert broken.returncode != 0
+    last = broken.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"hpc: error: smoke test: partition gpu, node w[12]: job \d+ failed \(srun exit 1\): "
+                        r"cuda: error: dlopen: \S*libcuda.so.1: file too short", last), last  # fmt: skip
+    assert {p: v["result"] for p, v in _verdict(broken).items()} == {"gpu": "failed", "cpu": "ok"}
+
+    # A busy partition is waited for (here 6 s), then reported, and the step passes.
+    quick = wrap(slurm_steps.smoke_test("head", [("gpu", True), ("cpu", False)], wait_s=6).create)
+    rc, job = cluster.in_head("sbatch --parsable -p cpu -w c1 --exclusive --wrap 'sleep 300'")
+    assert rc == 0, job
+    try:
+        labmod.wait_until(lambda: cluster.in_head(f"squeue -h -j {job.strip()} -o %T")[1].strip() == "RUNNING",
+                          "the job filling c1", 60)  # fmt: skip
+        busy = cluster.lab.ssh("head", quick)
+    finally:
+        cluster.in_head(f"scancel {job.strip()}")
+    assert {p: v["result"] for p, v in _verdict(busy).items()} == {"gpu": "ok", "cpu": "busy"}
+    assert "hpc: partition cpu is busy (Resources) after 6 s: not checked" in busy.stderr
+
+    # A partition with no node in service fails, naming it.
+    labmod.wait_until(lambda: "c1" in cluster.idle(), "c1 idle again", 60)
+    cluster.in_head("scontrol update nodename=c1 state=drain reason=smoke-test-maintenance")
+    try:
+        drained = cluster.lab.ssh("head", quick, check=False)
+    finally:
+        cluster.in_head("scontrol update nodename=c1 state=resume")
+    assert drained.returncode != 0
+    assert drained.stderr.strip().splitlines()[-1] == (
+        "hpc: error: smoke test: partition cpu, node none: no node in service (sinfo states: drain)"
+    )
+    labmod.wait_until(lambda: "c1" in cluster.idle(), "c1 back in service", 60)
+
+
 def test_preflight_refuses_an_old_driver_and_a_wrong_gpu_count(cluster, planned):
     step = planned.steps["w1-gpu-preflight"]
     cluster.lab.ssh("w1", "echo 535.104.05 > /srv/fake-nvidia-driver")
@@ -688,8 +810,10 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     after = {r.urn: r for r in bigger.result.resources}
     changed = sorted(after[u].name for u in before.keys() & after.keys() if after[u].inputs != before[u].inputs)
     # the head's Slurm files; the storage allow-lists (Gluster auth.allow, Ganesha Clients: every host,
-    # the export updated in place); Prometheus's targets (reloaded, not restarted)
-    assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-prometheus", "head-slurm-conf"]
+    # the export updated in place); Prometheus's targets (reloaded, not restarted); the smoke test
+    # (it runs again once the new node is in service)
+    assert changed == ["gv0-options", "head-gres-conf", "head-nfs-config", "head-prometheus", "head-slurm-conf",
+                       SMOKE_TEST]  # fmt: skip
     added = {after[u].name for u in after.keys() - before.keys()}
     assert added == {"w3", "w3-container", "w3-drain", "w3-gpu-preflight", "w3-health-check",
                      "w3-job-checks", "w3-gpu-prolog", "w3-gpu-epilog",
@@ -715,6 +839,8 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
         assert "NodeName=w3" in cluster.in_worker(w, "cat /var/spool/slurmd/conf-cache/slurm.conf")[1]
     rc, out = cluster.in_head("srun -N3 hostname")
     assert rc == 0 and sorted(out.split()) == ["w1", "w2", "w3"], out
+    verdict = _verdict(run_step(cluster.lab, bigger.steps[SMOKE_TEST]))
+    assert {p: v["result"] for p, v in verdict.items()} == {"gpu": "ok", "cpu": "ok"}
 
 
 def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(cluster):

@@ -50,9 +50,15 @@ def test_adding_one_worker(base):
         f"{new}-accounts",  # the stack's users on the new host (no shell, no SSH)
     }
     assert removed == set()
-    # the head's config, Gluster's auth.allow (it lists every host) and Prometheus's targets;
-    # no sibling, no image
-    assert changed == {"head01-slurm-conf", "head01-gres-conf", "gv0-options", "head01-prometheus"}
+    # the head's config, Gluster's auth.allow (it lists every host), Prometheus's targets and the
+    # smoke test (it runs again once the new node is in service); no sibling, no image
+    assert changed == {
+        "head01-slurm-conf",
+        "head01-gres-conf",
+        "gv0-options",
+        "head01-prometheus",
+        "head01-slurm-smoke-test",
+    }
 
 
 def test_changing_one_workers_profile(base):
@@ -61,7 +67,10 @@ def test_changing_one_workers_profile(base):
     host["profile"] = "ml-density-v2"  # 1 TB instead of 2 TB, H100 PCIe instead of SXM5
     added, removed, changed = delta(base, overrides)
     assert (added, removed) == (set(), set())
-    assert changed == {"head01-slurm-conf", f"{worker_name(5)}-sysctl", f"{worker_name(5)}-health-check"}
+    # The node's container too (its /dev/shm is half the RAM), drained first and resumed after.
+    node = worker_name(5)
+    replaced = {f"{node}-container", f"{node}-drain", f"{node}-resume"}
+    assert changed == {"head01-slurm-conf", f"{node}-sysctl", f"{node}-health-check", *replaced}
 
 
 def test_changing_one_models_flags(base):
