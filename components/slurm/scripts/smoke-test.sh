@@ -5,6 +5,7 @@
 #@ node. A job still pending because the cluster is busy (Resources, Priority, a limit, a
 #@ reservation) after @wait@ s is cancelled and reported "busy": a full cluster is not broken.
 in_head() { docker exec @container@ "$@"; }
+poll=@poll@ wait_s=@wait@
 out_dir=$(mktemp -d)
 trap 'rm -rf "$out_dir"' EXIT
 verdict=() failures=()
@@ -49,16 +50,16 @@ smoke() {  # partition kind (cpu|gpu)
            record "$part" failed "" "" "the job cannot start: $reason"
            return ;;
       esac
-      if [ "$waited" -ge @wait@ ]; then
+      if [ "$waited" -ge "$wait_s" ]; then
         in_head scancel --name="$name" || true
         wait "$pid" || true
         record "$part" busy "" "" ""
-        echo "hpc: partition $part is busy ($reason) after @wait@ s: not checked" >&2
+        echo "hpc: partition $part is busy ($reason) after $wait_s s: not checked" >&2
         return
       fi
     fi
-    sleep @poll@
-    waited=$((waited + @poll@))
+    sleep "$poll"
+    waited=$((waited + poll))
   done
   wait "$pid" || rc=$?
   out=$(cat "$out_dir/$part")
