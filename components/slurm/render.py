@@ -129,7 +129,7 @@ SlurmdPidFile=/run/slurmd.pid
 SlurmctldLogFile={LOG_DIR}/slurmctld.log
 SlurmdLogFile={LOG_DIR}/slurmd.log
 MailProg=/bin/true
-MpiDefault=none
+MpiDefault=pmix
 # Jobs keep slurmd's locked-memory limit (unlimited, the container's) instead of the submitting
 # shell's (a login session's few MB): RDMA and NCCL pin memory.
 PropagateResourceLimitsExcept=MEMLOCK

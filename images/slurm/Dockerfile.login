@@ -15,10 +15,13 @@ RUN groupadd --system --gid 991 munge \
  && groupadd --system --gid 64030 slurm \
  && useradd --system --uid 64030 --gid slurm --home-dir /nonexistent --shell /usr/sbin/nologin slurm
 
+# Users build here: OpenMPI 5 with its compiler wrappers (mpicc) and gcc/make; the programs run on
+# the workers, which carry the same OpenMPI libraries.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libnss-extrausers=0.6* sssd-ldap=2.* libnss-sss=2.* libpam-sss=2.* \
       tini=0.19.* munge=0.5.* sackd=24.11.* slurm-client=24.11.* openssh-server=1:10.0p1* \
+      openmpi-bin=5.0.* libopenmpi-dev=5.0.* gcc=4:14.* libc6-dev=2.41* make=4.* \
  && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_* \
  && sed -Ei 's/^(passwd|group):.*$/\1: files extrausers sss/; s/^shadow:.*$/shadow: files extrausers/' /etc/nsswitch.conf \
  && echo 'session optional pam_mkhomedir.so umask=0077' >> /etc/pam.d/sshd

@@ -31,6 +31,7 @@ import base64
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 import subprocess
@@ -115,6 +116,70 @@ APPS = "/srv/fake-nvidia/apps.csv"  # what the nvidia-smi stand-in lists as proc
 GPUS_CSV = "".join(f"{i}, 00000000:{0x17 + i:02X}:00.0, NVIDIA A100 80GB PCIe, 0, No\n" for i in range(2))
 NVIDIA_RUNTIME = Path(__file__).with_name("stand_ins") / "nvidia-container-runtime"
 LIBCUDA_C = Path(__file__).with_name("stand_ins") / "libcuda.c"
+
+
+# The build notes' MPI program (shared/seeds), unchanged: pi by the midpoint rule, 10^7 intervals.
+CALC_PI = """\
+from mpi4py import MPI
+from math   import pi as PI
+from numpy  import array
+
+def comp_pi(n, myrank=0, nprocs=1):
+    h = 1.0 / n
+    s = 0.0
+    for i in range(myrank + 1, n + 1, nprocs):
+        x = h * (i - 0.5)
+        s += 4.0 / (1.0 + x**2)
+    return s * h
+
+def prn_pi(pi, PI):
+    message = "pi is approximately %.16f, error is %.16f"
+    print  (message % (pi, abs(pi - PI)))
+
+comm = MPI.COMM_WORLD
+nprocs = comm.Get_size()
+myrank = comm.Get_rank()
+
+n    = array(0, dtype=int)
+pi   = array(0, dtype=float)
+mypi = array(0, dtype=float)
+
+if myrank == 0:
+    _n = 10000000 # Enter the number of intervals -
+    n.fill(_n)
+comm.Bcast([n, MPI.INT], root=0)
+_mypi = comp_pi(n, myrank, nprocs)
+mypi.fill(_mypi)
+comm.Reduce([mypi, MPI.DOUBLE], [pi, MPI.DOUBLE],
+            op=MPI.SUM, root=0)
+if myrank == 0:
+    prn_pi(pi, PI)
+"""
+# The notes' submit script, unchanged but for the output file's name.
+PI_JOB = """\
+#!/bin/bash
+#SBATCH --ntasks=8
+#SBATCH -N2
+#SBATCH -o pi-%j.out
+cd $SLURM_SUBMIT_DIR
+mpiexec -n 8 python3 calc.py
+"""
+HELLO_C = r"""#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, len;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(host, &len);
+    int sum = 0;
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d on %s sum %d\n", rank, size, host, sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
 
 
 NVIDIA_CTK = """#!/bin/bash
@@ -771,6 +836,50 @@ def test_the_smoke_test_fails_naming_the_partition_and_node_and_a_busy_partition
         "hpc: error: smoke test: partition cpu, node none: no node in service (sinfo states: drain)"
     )
     labmod.wait_until(lambda: "c1" in cluster.idle(), "c1 back in service", 60)
+
+
+def _put(cluster, user: str, path: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Write a file into a user's home as that user, from the login node (base64: no quoting)."""
+    data = base64.b64encode(text.encode()).decode()
+    out = ssh_login(cluster, user, f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}")
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_build_notes_mpi_pi_job_runs_across_two_workers_from_the_login_node(cluster):
+    _put(cluster, "alice", "mpi/calc.py", CALC_PI)
+    _put(cluster, "alice", "mpi/pi.sh", PI_JOB)
+    # Test-only: the lab's nodes claim a profile's 32 cores on a 2-core machine, so a job's cpuset
+    # holds fewer cores than its tasks and OpenMPI refuses to bind 4 ranks to 2 ("binding more
+    # processes than cpus"); on a real node the allocation's cores are all there.
+    overload = "PRTE_MCA_hwloc_default_binding_policy=core:overload-allowed"
+    sub = ssh_login(cluster, "alice", f"cd mpi && sbatch --parsable --export=ALL,{overload} pi.sh")
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip()
+    out = cluster.shared / "home" / "alice" / "mpi" / f"pi-{job}.out"
+
+    def finished() -> str:
+        state = cluster.in_head(f"sacct -n -X -P -j {job} -o State,NodeList,NTasks")[1].strip()
+        return state if state.split("|")[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY") else ""
+
+    state = labmod.wait_until(finished, "the MPI pi job to end", 240)
+    text = out.read_text() if out.exists() else "(no output)"
+    assert state.split("|")[:2] == ["COMPLETED", "w[1-2]"], f"{state}\n{text}"
+    value, error = re.fullmatch(r"pi is approximately (\S+), error is (\S+)", text.strip()).groups()
+    assert abs(float(value) - math.pi) < 1e-12 and float(error) < 1e-12, text
+
+
+def test_srun_mpi_pmix_runs_a_program_compiled_on_the_login_node_across_both_workers(cluster):
+    _put(cluster, "alice", "mpi/hello.c", HELLO_C)
+    built = ssh_login(cluster, "alice", "cd mpi && mpicc -O2 -o hello hello.c && srun --mpi=list")
+    assert built.returncode == 0, built.stderr
+    assert "pmix" in built.stdout + built.stderr
+    run = ssh_login(cluster, "alice", "srun --mpi=pmix -N2 -n4 mpi/hello")
+    assert run.returncode == 0, run.stderr
+    lines = sorted(run.stdout.splitlines())
+    assert [line.split()[:4] for line in lines] == [["rank", str(r), "of", "4"] for r in range(4)], run.stdout
+    assert {line.split()[5] for line in lines} == {"w1", "w2"} and all(line.endswith("sum 6") for line in lines)
+    limits = ssh_login(cluster, "alice", "srun -N1 bash -c 'echo $SLURM_MPI_TYPE'")
+    assert limits.stdout.strip() == "pmix"  # MpiDefault: a plain srun starts PMIx too
 
 
 def test_preflight_refuses_an_old_driver_and_a_wrong_gpu_count(cluster, planned):
