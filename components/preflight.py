@@ -2,7 +2,8 @@
 
 One step per host, run as the login user (not through sudo, which it checks): passwordless sudo
 for a non-root user, a supported Debian/Ubuntu release, Docker on hosts that run containers, the
-NVIDIA container toolkit on GPU hosts, its Docker runtime on Slurm GPU workers. Every other step
+NVIDIA container toolkit on GPU hosts, its Docker runtime on Slurm GPU workers, /dev/fuse on
+Slurm workers (users' Apptainer images). Every other step
 of the host depends on it, so a missing prerequisite fails once, first, with one line naming the
 host and the fix.
 """
@@ -23,9 +24,9 @@ SHELL = Path(__file__).with_name("shell")
 SUPPORTED_OS = ("debian:12", "debian:13", "ubuntu:22.04", "ubuntu:24.04")
 
 
-def preflight(host: str, docker: bool, nvidia: bool, nvidia_docker: bool = False) -> RemoteScript:
+def preflight(host: str, docker: bool, nvidia: bool, nvidia_docker: bool = False, fuse: bool = False) -> RemoteScript:
     """The preflight script of one host (pure)."""
-    wants = (("docker", docker), ("nvidia", nvidia), ("nvidia-docker", nvidia_docker))
+    wants = (("docker", docker), ("nvidia", nvidia), ("nvidia-docker", nvidia_docker), ("fuse", fuse))
     checks = [name for name, wanted in wants if wanted]
     body = fill(
         SHELL / "preflight.sh",
@@ -44,6 +45,7 @@ class HostPreflightArgs(Args):
     nvidia_docker: bool = Field(
         default=False, description="Whether Docker runs GPU containers (its nvidia runtime must be registered)."
     )
+    fuse: bool = Field(default=False, description="Whether the host runs a Slurm worker (/dev/fuse must be there).")
 
 
 class HostPreflight(pulumi.ComponentResource):
@@ -54,7 +56,7 @@ class HostPreflight(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HostPreflightArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("hpc:host:HostPreflight", name, None, opts)
-        s = preflight(args.ssh.name, args.docker, args.nvidia, args.nvidia_docker)
+        s = preflight(args.ssh.name, args.docker, args.nvidia, args.nvidia_docker, args.fuse)
         self.step = command_remote.Command(
             f"{name}-check",
             connection=args.ssh.connection(),

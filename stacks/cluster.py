@@ -40,7 +40,7 @@ from components.storage import (
 )
 from components.storage import spec as storage_spec
 from stacks.backup import build_backup
-from stacks.config import ClusterConfig, ClusterSecrets, HostConfig, Role
+from stacks.config import WORKER_ROLES, ClusterConfig, ClusterSecrets, HostConfig, Role
 from stacks.inference import build_inference
 from stacks.monitoring import build_monitoring
 from stacks.slurm_spec import cluster_spec
@@ -93,6 +93,7 @@ class Access:
                     docker=any(h.has(r) for r in DOCKER_ROLES),
                     nvidia=any(h.has(r) for r in GPU_ROLES),
                     nvidia_docker=h.has(Role.GPU_WORKER) and bool(h.gpu_owners()[0]),
+                    fuse=any(h.has(r) for r in WORKER_ROLES),
                 ),
             )
             self.preflight[h.name] = check.step

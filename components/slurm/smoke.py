@@ -1,6 +1,7 @@
-"""SmokeTest: the post-deploy check, one real job per partition once every node is up. Its
-verdict is a stack output (``slurmCheck``); a failed job fails the ``up`` with one line naming
-the partition and the node (components/slurm/scripts/smoke-test.sh)."""
+"""SmokeTest: the post-deploy check, one real job per partition once every node is up, and an
+MPI job across two nodes of the largest partition. Its verdict is a stack output
+(``slurmCheck``); a failed job fails the ``up`` with one line naming the partition and the node
+(components/slurm/scripts/smoke-test.sh)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ def partitions(spec: ClusterSpec) -> list[tuple[str, bool]]:
     """Each partition with nodes, and whether it has GPUs (its job then asks for one)."""
     gpus = {n.name for n in spec.nodes if n.gpus}
     return [(p.name, any(n in gpus for n in p.nodes)) for p in spec.partitions if p.nodes]
+
+
+def mpi_partition(spec: ClusterSpec) -> str | None:
+    """Where the MPI job runs: the partition with the most nodes (the first of equals), if it has
+    two; a cluster of one-node partitions has no MPI check."""
+    best = max(spec.partitions, key=lambda p: len(p.nodes), default=None)
+    return best.name if best is not None and len(best.nodes) >= 2 else None
 
 
 class SmokeTest(pulumi.ComponentResource):
@@ -41,7 +49,7 @@ class SmokeTest(pulumi.ComponentResource):
         cmd = remote.run_with_triggers(
             f"{head_ssh.name}-slurm-smoke-test",
             head_ssh,
-            steps.smoke_test(head_ssh.name, partitions(spec)),
+            steps.smoke_test(head_ssh.name, partitions(spec), mpi_partition(spec)),
             triggers,
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )

@@ -240,12 +240,16 @@ SMOKE_POLL_S = 2
 SMOKE_JOB_MINUTES = 5
 
 
-def smoke_test(head: str, partitions: list[tuple[str, bool]], wait_s: int = SMOKE_WAIT_S) -> RemoteScript:
+def smoke_test(
+    head: str, partitions: list[tuple[str, bool]], mpi: str | None = None, wait_s: int = SMOKE_WAIT_S
+) -> RemoteScript:
     """On the head, after every node is up: one job per partition (``(name, has_gpus)``) through
-    the real scheduler; a JSON verdict on stdout, one failing line naming the partition and the
-    node when a job fails (scripts/smoke-test.sh). A job pending on a busy cluster for ``wait_s``
-    is reported "busy"."""
-    checks = Raw("\n".join(f"smoke {shlex.quote(name)} {'gpu' if gpu else 'cpu'}" for name, gpu in partitions))
+    the real scheduler, and with ``mpi`` (a partition) an MPI job across two of its nodes
+    (``srun --mpi=pmix``, mpi4py); a JSON verdict on stdout, one failing line naming the
+    partition and the node when a job fails (scripts/smoke-test.sh). A job pending on a busy
+    cluster for ``wait_s`` is reported "busy"."""
+    runs = [(name, "gpu" if gpu else "cpu") for name, gpu in partitions] + ([(mpi, "mpi")] if mpi else [])
+    checks = Raw("\n".join(f"smoke {shlex.quote(name)} {kind}" for name, kind in runs))
     body = fill(
         SCRIPTS / "smoke-test.sh",
         container=HEAD_CONTAINER,

@@ -20,6 +20,9 @@ from components.slurm.munge import ACCOUNTS_VOLUME, MUNGE_VOLUME, DirectoryArgs,
 from components.storage.contract import NetworkStorage
 
 EXTRA_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+# Users' Apptainer images (SIF) are mounted by squashfuse, unprivileged, through /dev/fuse (the
+# host's: mode 0666, as udev makes it); without it Apptainer would extract each image per job.
+FUSE_DEVICE = "/dev/fuse"
 NVIDIA_RUNTIME = "nvidia"  # registered in the host's Docker by the NVIDIA container toolkit (preflight)
 # compute: libcuda for jobs; utility: nvidia-smi and NVML for the health check and jobs.
 NVIDIA_DRIVER_CAPABILITIES = "compute,utility"
@@ -145,6 +148,7 @@ class GpuWorker(pulumi.ComponentResource):
             for d in (*(f"/dev/nvidia{i}" for i in args.gpu_indexes), *EXTRA_NVIDIA_DEVICES)
             if args.gpu_indexes
         ]
+        devices.append(docker.ContainerDeviceArgs(host_path=FUSE_DEVICE, container_path=FUSE_DEVICE, permissions="rwm"))
         if args.gpu_indexes:
             # The health check reads XIDs from the kernel log. Docker's seccomp profile refuses
             # syslog(2), so dmesg reads /dev/kmsg: read only, and under kernel.dmesg_restrict only

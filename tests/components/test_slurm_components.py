@@ -1,8 +1,12 @@
 """Slurm components in the whole program under the mock engine: secrets and wiring."""
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 import yaml
 
+from components.slurm import smoke
 from offline import plan
 from stacks import config
 
@@ -51,7 +55,8 @@ def test_containers_use_the_host_docker_provider_and_addresses(dev):
     assert plan.plain(head.inputs["networksAdvanced"])[0]["ipv4Address"] == "192.168.0.201"
     worker = dev.by_name("rpi2-container")  # a CPU-only worker (the notes' Pis): no GPU devices
     assert plan.plain(worker.inputs["envs"]) == ["SLURM_CONF_SERVER=192.168.0.201:6817"]
-    assert not plan.plain(worker.inputs.get("devices") or [])
+    fuse = {"hostPath": "/dev/fuse", "containerPath": "/dev/fuse", "permissions": "rwm"}  # Apptainer's images
+    assert plan.plain(worker.inputs.get("devices") or []) == [fuse]
     assert dev.by_name("rpi2").type == "hpc:compute:CpuWorker"
     assert not [r for r in dev.resources if r.name == "rpi2-gpu-preflight"]
 
@@ -92,7 +97,18 @@ def test_the_smoke_test_runs_after_every_node_is_back_and_reruns_with_any_slurm_
     assert len(plan.plain(smoke.inputs["triggers"])) == len(containers)  # the head's and every worker's
     create = plan.plain(smoke.inputs["create"])
     assert "smoke gpu gpu\nsmoke debug gpu\n" in create  # prod's partitions, both with GPUs: one GPU each
+    assert "\nsmoke gpu mpi\n" in create  # and MPI across two nodes of the largest partition
     assert "slurmCheck" in prod.stack_outputs
+
+
+def test_the_mpi_check_takes_the_largest_partition_with_two_nodes_and_none_without():
+    def spec(*partitions: tuple[str, int]) -> Any:
+        parts = [SimpleNamespace(name=n, nodes=[f"n{i}" for i in range(k)]) for n, k in partitions]
+        return SimpleNamespace(partitions=parts)
+
+    assert smoke.mpi_partition(spec(("debug", 1), ("gpu", 3), ("cpu", 3))) == "gpu"  # the first of the largest
+    assert smoke.mpi_partition(spec(("gpu", 1), ("cpu", 1))) is None  # one-node partitions: no MPI job
+    assert smoke.mpi_partition(spec()) is None
 
 
 def test_every_slurmd_container_gets_half_its_ram_as_dev_shm_and_unlimited_memlock():

@@ -17,7 +17,8 @@ the plan of a test stack:
 
 Stand-ins for what cannot run here: ``nvidia-smi`` in each worker host's /usr/local/bin (two
 GPUs, driver 550 unless a test changes it) and fake /dev/nvidia0,1, nvidiactl and nvidia-uvm
-char devices on the worker hosts, which Docker passes into the containers. The shared volume is a
+char devices on the worker hosts, which Docker passes into the containers; each host's own /dev
+with /dev/fuse 0666, as udev makes it on a real host (here it is 0600). The shared volume is a
 directory bind-mounted at /srv/gfsv on every host (the storage suite proves the Gluster mount).
 The worker ``sysctl`` step is not run: it would change this machine's kernel settings.
 
@@ -74,11 +75,15 @@ AFTER_THE_HEAD = ("head-slurm-accounting", "head-slurm-reservations")
 SMOKE_TEST = "head-slurm-smoke-test"  # the plan's last Slurm step: after every node is back in service
 BACKUP_REPO = "/srv/backup/hpc"  # on the head's own disk in the lab (a site names another host)
 
-FAKE_DEV = r"""set -e
+# Each host's own /dev: this machine's entries, but /dev/fuse 0666 as udev makes it on a real host
+# (here it is 0600: no udev), and on GPU hosts (with "gpu") fake GPUs.
+HOST_DEV = r"""set -e
 mkdir -p "$1"
 mount --rbind /dev "$1"
 mount -t tmpfs -o mode=755,size=1m fakedev /dev
-for e in "$1"/*; do ln -s "$e" "/dev/${e##*/}"; done
+for e in "$1"/*; do [ "$e" = "$1/fuse" ] || ln -s "$e" "/dev/${e##*/}"; done
+mknod -m 666 /dev/fuse c 10 229
+[ "${2:-}" = gpu ] || exit 0
 for i in 0 1; do mknod -m 666 "/dev/nvidia$i" c 195 "$i"; done
 mknod -m 666 /dev/nvidiactl c 195 255
 mknod -m 666 /dev/nvidia-uvm c 509 0
@@ -323,12 +328,13 @@ mkdir -p /etc/slurm && mount --bind {h}/etc-slurm /etc/slurm
 mount --bind {resolv} /etc/resolv.conf
 mkdir -p /srv/gfsv && mount --bind {self.shared} /srv/gfsv
 """])  # fmt: skip
-            if host.startswith("w"):
+            gpu = host.startswith("w")
+            self.lab.on(host, ["bash", "-c", HOST_DEV, "hostdev", str(h / "hostdev"), "gpu" if gpu else "cpu"])
+            if gpu:
                 for tool, text in (("nvidia-smi", NVIDIA_SMI), ("nvidia-ctk", NVIDIA_CTK)):
                     shim = self.lab.dir / host / "shim" / tool
                     shim.write_text(text)
                     shim.chmod(0o755)
-                self.lab.on(host, ["bash", "-c", FAKE_DEV, "fakedev", str(h / "hostdev")])
                 write_gpus = ('mkdir -p /srv/fake-nvidia && printf %s "$1" >/srv/fake-nvidia/gpus.csv && : >"$2" '
                               '&& cp "$3" /srv/fake-nvidia/libcuda.so.1')  # fmt: skip
                 self.lab.on(host, ["bash", "-c", write_gpus, "gpus", GPUS_CSV, APPS, str(self.libcuda())])
@@ -727,6 +733,29 @@ def test_a_sudo_deploy_user_needs_docker_of_its_own_on_docker_hosts(cluster):
         cluster.lab.on("c1", ["bash", "-c", "userdel -r ops 2>/dev/null; rm -f /etc/sudoers.d/ops"], check=False)
 
 
+def test_a_worker_without_dev_fuse_is_stopped_and_a_closed_one_is_named(cluster, planned):
+    """The worker preflight: no /dev/fuse stops it (its container would not start), a 0600 one
+    (no udev) is a warning: Apptainer then unpacks each image per job."""
+    check = planned.steps["c1-preflight-check"]
+    cluster.lab.on("c1", ["mv", "/dev/fuse", "/dev/fuse.away"])  # the lab host's own /dev (HOST_DEV)
+    try:
+        missing = run_step(cluster.lab, check, check=False)
+    finally:
+        cluster.lab.on("c1", ["mv", "/dev/fuse.away", "/dev/fuse"])
+    assert missing.returncode != 0
+    assert missing.stderr.strip().splitlines()[-1] == (
+        "hpc: error: c1: /dev/fuse is missing (the Slurm worker container passes it to users' Apptainer images): "
+        "load the fuse module (modprobe fuse) and list it in /etc/modules-load.d"
+    )
+    cluster.lab.on("c1", ["chmod", "600", "/dev/fuse"])
+    try:
+        closed = run_step(cluster.lab, check)
+    finally:
+        cluster.lab.on("c1", ["chmod", "666", "/dev/fuse"])
+    assert "hpc: warning: c1: /dev/fuse is mode 600, not 666 (udev's default)" in closed.stderr
+    assert "docker " in closed.stdout and " fuse" in closed.stdout
+
+
 def test_associations_come_from_the_stack_and_are_enforced(cluster, planned):
     stranger = cluster.daemons["head"].exec("slurm-head", "cd /tmp && sbatch --wrap true", user="65534")
     assert stranger[0] != 0 and "Invalid account or account/partition combination" in stranger[1], stranger
@@ -783,17 +812,22 @@ def _verdict(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, str]]
 def test_the_smoke_test_ran_a_real_job_per_partition_at_deployment(cluster):
     assert cluster.smoke is not None and cluster.smoke.stderr.rstrip().endswith("hpc: result=unchanged")
     verdict = _verdict(cluster.smoke)
-    assert {p: (v["result"], v["node"][:1]) for p, v in verdict.items()} == {"gpu": ("ok", "w"), "cpu": ("ok", "c")}
-    for part, v in verdict.items():
+    assert {p: (v["result"], v["node"][:1]) for p, v in verdict.items()} == {
+        "gpu": ("ok", "w"), "cpu": ("ok", "c"), "mpi": ("ok", "w")}  # fmt: skip
+    assert verdict["mpi"]["node"] == "w1,w2" and verdict["mpi"]["partition"] == "gpu"  # across both GPU nodes
+    wanted = {  # job name, partition, node list as sacct writes it, whether it holds a GPU
+        "gpu": ("hpc-smoke-test-gpu", "gpu", verdict["gpu"]["node"], True),
+        "cpu": ("hpc-smoke-test-cpu", "cpu", verdict["cpu"]["node"], False),
+        "mpi": ("hpc-smoke-test-mpi-gpu", "gpu", "w[1-2]", False),
+    }
+    for key, (name, part, nodes, gpu) in wanted.items():
 
-        def accounted(part: str = part, v: dict[str, str] = v) -> bool:
-            row = cluster.in_head(f"sacct -n -X -P -j {v['job']} -o JobName,Partition,NodeList,State,AllocTRES")[1]
+        def accounted(job: str = verdict[key]["job"], want: tuple[str, ...] = (name, part, nodes), gpu: bool = gpu):
+            row = cluster.in_head(f"sacct -n -X -P -j {job} -o JobName,Partition,NodeList,State,AllocTRES")[1]
             fields = row.strip().split("|")
-            return fields[:4] == [f"hpc-smoke-test-{part}", part, v["node"], "COMPLETED"] and (
-                ("gres/gpu=1" in fields[4]) == (part == "gpu")
-            )
+            return fields[:4] == [*want, "COMPLETED"] and ("gres/gpu=1" in fields[4]) == gpu
 
-        labmod.wait_until(accounted, f"sacct to show the {part} smoke job completed on {v['node']}", 60)
+        labmod.wait_until(accounted, f"sacct to show the {key} smoke job completed on {nodes}", 60)
 
 
 def test_the_smoke_test_fails_naming_the_partition_and_node_and_a_busy_partition_is_not_a_failure(cluster, planned):
@@ -809,10 +843,33 @@ def test_the_smoke_test_fails_naming_the_partition_and_node_and_a_busy_partition
     last = broken.stderr.strip().splitlines()[-1]
     assert re.fullmatch(r"hpc: error: smoke test: partition gpu, node w[12]: job \d+ failed \(srun exit 1\): "
                         r"cuda: error: dlopen: \S*libcuda.so.1: file too short", last), last  # fmt: skip
-    assert {p: v["result"] for p, v in _verdict(broken).items()} == {"gpu": "failed", "cpu": "ok"}
+    assert {p: v["result"] for p, v in _verdict(broken).items()} == {"gpu": "failed", "cpu": "ok", "mpi": "ok"}
+
+    # An MPI job whose rank on w2 cannot start (mpi4py gone from that node) fails, naming w2.
+    quick = wrap(slurm_steps.smoke_test("head", [("gpu", True), ("cpu", False)], "gpu", wait_s=6).create)
+    mpi4py = "/usr/lib/python3/dist-packages/mpi4py"
+    assert cluster.in_worker("w2", f"mv {mpi4py} {mpi4py}.away")[0] == 0
+    try:
+        no_mpi = cluster.lab.ssh("head", quick, check=False)
+    finally:
+        assert cluster.in_worker("w2", f"mv {mpi4py}.away {mpi4py}")[0] == 0
+    assert no_mpi.returncode != 0
+    last = no_mpi.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"hpc: error: smoke test: partition gpu \(MPI job\), node w2: job \d+ failed "
+                        r"\(srun exit \d+\): ModuleNotFoundError: No module named 'mpi4py'", last), last  # fmt: skip
+    assert {p: v["result"] for p, v in _verdict(no_mpi).items()} == {"gpu": "ok", "cpu": "ok", "mpi": "failed"}
+
+    # With one GPU node drained the MPI job is skipped, not failed: the step passes.
+    cluster.in_head("scontrol update nodename=w2 state=drain reason=smoke-test-maintenance")
+    try:
+        one_node = cluster.lab.ssh("head", quick)
+    finally:
+        cluster.in_head("scontrol update nodename=w2 state=resume")
+    assert _verdict(one_node)["mpi"]["result"] == "skipped", one_node.stdout
+    assert "hpc: partition gpu has 1 node in service: MPI across two nodes not checked" in one_node.stderr
+    labmod.wait_until(lambda: "w2" in cluster.idle(), "w2 back in service", 60)
 
     # A busy partition is waited for (here 6 s), then reported, and the step passes.
-    quick = wrap(slurm_steps.smoke_test("head", [("gpu", True), ("cpu", False)], wait_s=6).create)
     rc, job = cluster.in_head("sbatch --parsable -p cpu -w c1 --exclusive --wrap 'sleep 300'")
     assert rc == 0, job
     try:
@@ -821,7 +878,7 @@ def test_the_smoke_test_fails_naming_the_partition_and_node_and_a_busy_partition
         busy = cluster.lab.ssh("head", quick)
     finally:
         cluster.in_head(f"scancel {job.strip()}")
-    assert {p: v["result"] for p, v in _verdict(busy).items()} == {"gpu": "ok", "cpu": "busy"}
+    assert {p: v["result"] for p, v in _verdict(busy).items()} == {"gpu": "ok", "cpu": "busy", "mpi": "ok"}
     assert "hpc: partition cpu is busy (Resources) after 6 s: not checked" in busy.stderr
 
     # A partition with no node in service fails, naming it.
@@ -880,6 +937,63 @@ def test_srun_mpi_pmix_runs_a_program_compiled_on_the_login_node_across_both_wor
     assert {line.split()[5] for line in lines} == {"w1", "w2"} and all(line.endswith("sum 6") for line in lines)
     limits = ssh_login(cluster, "alice", "srun -N1 bash -c 'echo $SLURM_MPI_TYPE'")
     assert limits.stdout.strip() == "pmix"  # MpiDefault: a plain srun starts PMIx too
+
+
+# A researcher's image, from a local root filesystem (no registry here): a shell, a few tools and
+# a CUDA program (the node's device query) with the libraries they link, in the user's home.
+ROOTFS = r"""set -euo pipefail
+r=$1
+rm -rf "$r" && mkdir -p "$r/etc"
+for b in bash id cat touch hpc-cuda-query; do
+  p=$(command -v "$b")
+  mkdir -p "$r/bin" && cp "$p" "$r/bin/"
+  for l in $(ldd "$p" | grep -o '/[^ ]*'); do mkdir -p "$r$(dirname "$l")" && cp -n "$l" "$r$l"; done
+done
+echo 'PRETTY_NAME="a researcher image"' >"$r/etc/os-release"
+"""
+EVIL_IMAGE = """set -e; rm -rf /tmp/evil; cp -a /home/alice/ctr/rootfs /tmp/evil
+chown -R root:root /tmp/evil; install -m 4755 /tmp/evil/bin/bash /tmp/evil/bin/rootsh
+apptainer -q build -F /home/jobs/evil.sif /tmp/evil; chmod 644 /home/jobs/evil.sif
+"""  # root's image, made as root on a node: a setuid-root copy of bash in it
+NO_EXTRACT = "Converting SIF file to temporary sandbox"  # Apptainer's words when it cannot mount the SIF
+
+
+def test_a_users_apptainer_image_runs_as_them_on_its_gpu_and_writes_their_home(cluster):
+    _put(cluster, "alice", "ctr/mkroot.sh", ROOTFS)
+    build = "srun -p gpu -w w1 bash ctr/mkroot.sh ctr/rootfs && apptainer build ctr/tiny.sif ctr/rootfs"
+    made = ssh_login(cluster, "alice", build)
+    assert made.returncode == 0, made.stdout + made.stderr
+    # In the job: the image's own files, the user's uid, one of the node's two GPUs (nvidia-smi and
+    # CUDA, bound in by --nv from the node's driver), the user's home writable. Test-only: the
+    # nvidia-smi stand-in reads its GPUs from /srv/fake-nvidia.
+    inside = "id -u; cat /etc/os-release; nvidia-smi -L; hpc-cuda-query; echo from-container >$HOME/ctr/written"
+    run = ssh_login(cluster, "alice", "srun -p gpu -N1 --gres=gpu:1 apptainer exec --nv -B /srv/fake-nvidia "
+                    f"ctr/tiny.sif bash -c '{inside}'")  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[:2] == [str(USERS["alice"]), 'PRETTY_NAME="a researcher image"'], run.stdout
+    assert [line.split(":")[0] for line in lines if line.startswith("GPU ")] == ["GPU 0"], run.stdout
+    assert "cuda: driver 12040, 1 device(s)" in run.stdout, run.stdout
+    assert NO_EXTRACT not in run.stderr, run.stderr  # squashfuse mounted it through /dev/fuse
+    written = cluster.shared / "home" / "alice" / "ctr" / "written"
+    assert written.read_text() == "from-container\n" and written.stat().st_uid == USERS["alice"]
+
+
+def test_a_users_container_cannot_make_them_root(cluster):
+    """An image with a setuid-root shell (made by root elsewhere), run by alice: she stays herself,
+    and neither the setuid bit nor --fakeroot reads a root-only file bound into it (the munge key)."""
+    rc, out = cluster.in_worker("w1", EVIL_IMAGE)
+    assert rc == 0, out
+    keys = "-B /etc/munge -B /etc/hpc-cluster/munge"
+    run = f"srun -p gpu -w w1 apptainer exec {keys} /home/jobs/evil.sif /bin/rootsh -p -c"
+    setuid = ssh_login(cluster, "alice", f"{run} 'id -u; cat /etc/munge/munge.key /etc/hpc-cluster/munge/munge.key'")
+    assert setuid.returncode != 0 and setuid.stdout.split() == [str(USERS["alice"])], setuid.stdout + setuid.stderr
+    assert setuid.stderr.count("Permission denied") == 2, setuid.stderr
+    fake = ssh_login(cluster, "alice", f"srun -p gpu -w w1 apptainer exec --fakeroot {keys} /home/jobs/evil.sif "
+                     "bash -c 'id -u; touch /home/alice/ctr/by-fakeroot; cat /etc/munge/munge.key'")  # fmt: skip
+    assert fake.returncode != 0 and fake.stdout.split() == ["0"], fake.stdout + fake.stderr
+    assert "Permission denied" in fake.stderr, fake.stderr
+    assert (cluster.shared / "home" / "alice" / "ctr" / "by-fakeroot").stat().st_uid == USERS["alice"]
 
 
 def test_preflight_refuses_an_old_driver_and_a_wrong_gpu_count(cluster, planned):
@@ -949,7 +1063,7 @@ def test_adding_a_worker_changes_only_the_head_config_and_the_new_worker(cluster
     rc, out = cluster.in_head("srun -N3 hostname")
     assert rc == 0 and sorted(out.split()) == ["w1", "w2", "w3"], out
     verdict = _verdict(run_step(cluster.lab, bigger.steps[SMOKE_TEST]))
-    assert {p: v["result"] for p, v in verdict.items()} == {"gpu": "ok", "cpu": "ok"}
+    assert {p: v["result"] for p, v in verdict.items()} == {"gpu": "ok", "cpu": "ok", "mpi": "ok"}
 
 
 def test_replacements_roll_one_node_at_a_time_and_a_long_job_bounds_the_wait(cluster):
