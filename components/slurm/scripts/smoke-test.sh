@@ -3,8 +3,9 @@
 #@ the image's CUDA device query), and an MPI job across two nodes of one partition (srun
 #@ --mpi=pmix, mpi4py: every rank must see the whole job). Prints a JSON verdict on stdout (the MPI
 #@ job's under "mpi"). A job that fails, or a partition with no node in service, fails the step with
-#@ one line naming the partition and the node; fewer than two nodes in service skips the MPI job. A job still pending because the cluster is busy (Resources, Priority, a limit, a
-#@ reservation) after @wait@ s is cancelled and reported "busy": a full cluster is not broken.
+#@ one line naming the partition and the node; fewer than two nodes in service skips the MPI job.
+#@ A job still pending because the cluster is busy (Resources, Priority, a limit, a reservation)
+#@ after @wait@ s is cancelled and reported "busy": a full cluster is not broken.
 in_head() { docker exec @container@ "$@"; }
 poll=@poll@ wait_s=@wait@
 out_dir=$(mktemp -d)
@@ -32,14 +33,15 @@ record() {  # key partition result node job [detail]
   [ "$3" != failed ] || failures+=("partition $2${extra:+ (MPI job)}, node ${4:-none}: $6")
 }
 smoke() {  # partition kind (cpu|gpu|mpi)
-  local part=$1 kind=$2 key=$1 name="hpc-smoke-test-$1" shape=(--nodes=1 --ntasks=1) states serving pid state
+  local part=$1 kind=$2 key=$1 name="hpc-smoke-test-$1" shape=(--nodes=1 --ntasks=1) nodes states serving pid state
   local reason rc=0 out node id waited=0 said failed_on
   if [ "$kind" = mpi ]; then
     key=mpi name="hpc-smoke-test-mpi-$1" shape=(--nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1)
   fi
   # In service: answering (no suffix such as * or ~) and taking jobs (not drained, down, maint).
-  states=$(in_head sinfo -h -p "$part" -o '%t' | sort -u | paste -sd' ')
-  serving=$(in_head sinfo -h -N -p "$part" -o '%N %t' | awk '$2 ~ /^(idle|mix|alloc|comp)$/ {print $1}' | sort -u | wc -l)
+  nodes=$(in_head sinfo -h -N -p "$part" -o '%N %t')
+  states=$(awk '{print $2}' <<<"$nodes" | sort -u | paste -sd' ')
+  serving=$(awk '$2 ~ /^(idle|mix|alloc|comp)$/ {print $1}' <<<"$nodes" | sort -u | wc -l)
   if [ "$serving" -eq 0 ]; then
     record "$key" "$part" failed "" "" "no node in service (sinfo states: ${states:-none})"
     return
