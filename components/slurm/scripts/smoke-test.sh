@@ -39,9 +39,11 @@ smoke() {  # partition kind (cpu|gpu|mpi)
     key=mpi name="hpc-smoke-test-mpi-$1" shape=(--nodes=2 --ntasks=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1)
   fi
   # In service: answering (no suffix such as * or ~) and taking jobs (not drained, down, maint).
+  # plnd/mix- are idle/mixed nodes the backfill scheduler holds for a pending job; the flag stays
+  # until its next cycle, after that job ran (seen right after one smoke run), so they serve.
   nodes=$(in_head sinfo -h -N -p "$part" -o '%N %t')
   states=$(awk '{print $2}' <<<"$nodes" | sort -u | paste -sd' ')
-  serving=$(awk '$2 ~ /^(idle|mix|alloc|comp)$/ {print $1}' <<<"$nodes" | sort -u | wc -l)
+  serving=$(awk '$2 ~ /^(idle|plnd|resv|block|mix|mix-|alloc|comp)$/ {print $1}' <<<"$nodes" | sort -u | wc -l)
   if [ "$serving" -eq 0 ]; then
     record "$key" "$part" failed "" "" "no node in service (sinfo states: ${states:-none})"
     return
