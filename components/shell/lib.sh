@@ -56,13 +56,22 @@ hpc_service_down() {
 
 # hpc_put_file PATH MODE UID:GID < content: write the file only when its content, mode or owner
 # differ (owners are numeric: the shared volume is read by containers with their own users).
+# Atomic: the new content goes to a file beside PATH, is flushed to disk, then renamed over PATH
+# (and the directory flushed), so a crash or a kill at any point leaves the old file or the new
+# one, never a truncated one (/etc/fstab read at boot, a daemon's config); the next write of PATH
+# removes what a killed one left (.NAME.hpc-new.*: one step writes a given file).
 # Sets HPC_FILE_CHANGED=1 when the content changed, 0 otherwise.
 HPC_FILE_CHANGED=0
 hpc_put_file() {
-  local path=$1 mode=$2 owner=$3 tmp
-  mkdir -p "${path%/*}"
-  tmp=$(mktemp "${path%/*}/.hpc.XXXXXX")
-  cat >"$tmp"
+  local path=$1 mode=$2 owner=$3 tmp dir base
+  dir=$(dirname "$path") base=$(basename "$path")
+  mkdir -p "$dir"
+  rm -f "$dir/.$base.hpc-new."*
+  tmp=$(mktemp "$dir/.$base.hpc-new.XXXXXX")
+  if ! cat >"$tmp"; then
+    rm -f "$tmp"
+    hpc_fail "writing $path failed (the old file is kept): see the error above"
+  fi
   if [ -f "$path" ] && cmp -s "$tmp" "$path"; then
     rm -f "$tmp"
     HPC_FILE_CHANGED=0
@@ -71,7 +80,9 @@ hpc_put_file() {
   fi
   chmod "$mode" "$tmp"
   chown "$owner" "$tmp"
+  sync "$tmp"
   mv -f "$tmp" "$path"
+  sync "$dir"
   HPC_FILE_CHANGED=1
   hpc_changed "wrote $path"
 }

@@ -30,11 +30,11 @@ class ClientMount(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClientMountArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("hpc:storage:ClientMount", name, None, opts)
-        host = args.ssh.name
+        host, address = args.ssh.name, args.ssh.address
         layout = args.layout
         step = args.network_storage.apply(
             lambda ns: render_mount.client_mount(
-                host, list(ns.servers), ns.volume, ns.local_mount, layout, ns.root_owner
+                host, list(ns.servers), ns.volume, ns.local_mount, layout, ns.root_owner, address
             )
         )
         self.mount = remote.run_output(f"{name}-fstab", args.ssh, step, opts=pulumi.ResourceOptions(parent=self))

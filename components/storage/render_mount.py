@@ -19,6 +19,7 @@ FSTAB = "/etc/fstab"
 MOUNT_TRIES = 10
 MOUNT_RETRY_DELAY_S = 3
 GLUSTER_FSTYPE = "fuse.glusterfs"
+DOCKER_DROPIN = "/etc/systemd/system/docker.service.d/10-hpc-shared-volume.conf"
 
 
 def client_mount(
@@ -28,16 +29,20 @@ def client_mount(
     mount_point: str,
     layout: tuple[SharedDir, ...],
     root_owner: str = "0:0",
+    address: str = "",
 ) -> RemoteScript:
     """Mount the volume through /etc/fstab (backup volfile servers), keep its root 0755 and
     owned by ``root_owner`` (root: no user may swap ``home/`` or the model cache) and create the
-    shared dirs."""
+    shared dirs. Boot order: on a server (``address`` among ``servers``) the mount waits for its
+    glusterd; where Docker is installed it starts only after the mount (``RequiresMountsFor``
+    drop-in): a container must never start on the empty mount point and write beside the volume."""
     mount = {"mount_point": mount_point, "mount_text": Raw(mount_point), "fstab": FSTAB}
     dirs = "\n".join(f"hpc_dir {quoted(f'{mount_point}/{d.name}')} {d.mode_text} {d.uid}:{d.gid}" for d in layout)
     body = fill(
         SCRIPTS / "mount.sh",
         **mount,
-        line=fstab_line(servers, volume, mount_point),
+        line=fstab_line(servers, volume, mount_point, local_server=address in servers),
+        docker_dropin=DOCKER_DROPIN,
         servers=servers,
         volume=volume,
         fstype=GLUSTER_FSTYPE,
@@ -49,5 +54,6 @@ def client_mount(
         root_owner=root_owner,
     )
     create = script(host, f"{host}-mount", body)
-    delete = script(host, f"{host}-mount-delete", fill(SCRIPTS / "mount-delete.sh", **mount))
+    undo = fill(SCRIPTS / "mount-delete.sh", **mount, docker_dropin=DOCKER_DROPIN)
+    delete = script(host, f"{host}-mount-delete", undo)
     return RemoteScript(f"{host}-mount", host, create, delete)

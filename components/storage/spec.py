@@ -107,7 +107,15 @@ def storage_servers(addresses: list[str]) -> list[str]:
     return sorted(addresses, key=IPv4Address)
 
 
-def fstab_line(servers: list[str], volume: str, mount_point: str) -> str:
+# On a host that is itself a server, systemd mounts the volume only after its own glusterd runs
+# (at boot the mount would otherwise race the daemon whose brick it may need).
+LOCAL_SERVER_OPTION = "x-systemd.requires=glusterd.service"
+
+
+def fstab_line(servers: list[str], volume: str, mount_point: str, local_server: bool = False) -> str:
+    """The volume's fstab entry: a network mount (``_netdev``: after the network is online), the
+    other servers as backup volfile servers, and on a server its glusterd first."""
     backup = ":".join(servers[1:])
     opts = "defaults,_netdev" + (f",backup-volfile-servers={backup}" if backup else "")
+    opts += f",{LOCAL_SERVER_OPTION}" if local_server else ""
     return f"{servers[0]}:/{volume} {mount_point} glusterfs {opts} 0 0"

@@ -6,6 +6,7 @@ clients: one inside the allowed network, one outside it. Tests run in file order
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import time
 
@@ -60,7 +61,12 @@ def test_first_run_builds_a_started_replica_3_volume(lab, planned):
     for h in ("gl1", "gl2", "gl3"):
         shared = lab.ssh(h, "mountpoint -q /srv/gfsv && stat -c '%a %u:%g' /srv/gfsv/home").stdout.strip()
         assert shared == "755 0:0"  # the shared layout: homes (root's, each home its user's)
-        assert "backup-volfile-servers=10.77.0.12:10.77.0.13" in lab.ssh(h, "cat /etc/fstab").stdout
+        fstab = lab.ssh(h, "cat /etc/fstab").stdout
+        assert "backup-volfile-servers=10.77.0.12:10.77.0.13" in fstab
+        assert ",x-systemd.requires=glusterd.service 0 0" in fstab  # a server: its own glusterd first
+        # Docker (installed on this machine, so in every lab host's view) starts after the mount
+        dropin = "/etc/systemd/system/docker.service.d/10-hpc-shared-volume.conf"
+        assert lab.ssh(h, f"cat {dropin}").stdout == "[Unit]\nRequiresMountsFor=/srv/gfsv\n"
 
 
 def test_second_run_changes_nothing(lab, planned):
@@ -95,6 +101,37 @@ def test_the_volume_root_is_roots_and_the_mount_step_puts_it_back(lab, planned):
         timeout=30,
     )
     assert run_step(lab, planned["gl1-mount-fstab"]).stdout.rstrip().endswith("hpc: result=unchanged")
+
+
+# Every way a process can write a file or replace it, for strace's fault injection.
+WRITES = "write,writev,pwrite64,pwritev,pwritev2,sendfile,copy_file_range,splice,rename,renameat,renameat2"
+
+
+def test_a_mount_step_killed_while_it_rewrites_fstab_leaves_the_old_fstab(lab, planned):
+    """fstab is read at boot: a crash mid-write must not leave it truncated (issue 28). strace
+    kills the step at the first syscall that writes to /etc/fstab or renames a file over it: an
+    in-place rewrite dies with fstab truncated, an atomic one with the old fstab whole."""
+    site = "/dev/vdz9 /data ext4 defaults 0 2"
+    lab.ssh("gl3", f"sed -i 's/,backup-volfile-servers=[^, ]*//' /etc/fstab && echo '{site}' >>/etc/fstab")
+    before = lab.ssh("gl3", "cat /etc/fstab").stdout
+    assert "backup-volfile-servers" not in before  # the drift the step will put right
+    step = planned["gl3-mount-fstab"]
+    trace = f"strace -f -qq -o /tmp/fstab-kill.log -P /etc/fstab -e trace={WRITES} -e inject={WRITES}:signal=KILL"
+    killed = lab.ssh("gl3", f"{trace} bash -c {shlex.quote(step.create)}", check=False)
+    assert killed.returncode != 0, killed.stdout
+    log = lab.ssh("gl3", "cat /tmp/fstab-kill.log").stdout
+    assert "rename" in log and "+++ killed by SIGKILL +++" in log, log  # killed as it replaced the file
+    assert lab.ssh("gl3", "cat /etc/fstab").stdout == before
+    assert lab.ssh("gl3", "mountpoint -q /srv/gfsv").returncode == 0  # the live mount untouched
+    assert lab.ssh("gl3", "ls -A /etc | grep -c '^.fstab.hpc-new.'").stdout.strip() == "1"  # what it left
+    # The next run puts the entry right, keeps the site's line, and removes what the killed one left.
+    out = run_step(lab, step).stdout
+    assert "hpc: changed: fstab entry for /srv/gfsv" in out
+    after = lab.ssh("gl3", "cat /etc/fstab").stdout
+    assert site in after and "backup-volfile-servers=10.77.0.12:10.77.0.13" in after
+    assert lab.ssh("gl3", "ls -A /etc | grep -c '^.fstab.hpc-new.'", check=False).stdout.strip() == "0"
+    lab.ssh("gl3", f"sed -i '\\|^{site}$|d' /etc/fstab")
+    assert run_step(lab, step).stdout.rstrip().endswith("hpc: result=unchanged")
 
 
 def test_nfs_write_from_allowed_client_is_readable_on_another_host(lab):

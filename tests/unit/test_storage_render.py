@@ -92,6 +92,15 @@ def test_fstab_line_has_backup_volfile_servers():
     )
 
 
+def test_on_a_server_the_mount_waits_for_its_own_glusterd_at_boot():
+    line = storage_spec.fstab_line(["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", local_server=True)
+    assert line.split()[3] == "defaults,_netdev,backup-volfile-servers=10.0.0.2,x-systemd.requires=glusterd.service"
+    on_server = render_mount.client_mount("s2", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (), address="10.0.0.2")
+    on_client = render_mount.client_mount("c1", ["10.0.0.1", "10.0.0.2"], "gv0", "/gfsv", (), address="10.0.0.9")
+    assert "x-systemd.requires=glusterd.service" in on_server.create
+    assert "x-systemd.requires" not in on_client.create
+
+
 def test_volume_options_base_then_owner_then_extras_in_apply_order():
     extra = {"network.ping-timeout": "10", "cache-size": "64MB"}
     opts = storage_spec.volume_options(1000, 1001, ["10.0.0.1", "10.0.0.2"], extra)
@@ -153,4 +162,4 @@ def test_ganesha_config_updates_exports_in_place_and_checks_serving():
     assert "UpdateExport string:/etc/ganesha/ganesha.conf" in s.create
     assert "ExecStartPre=/usr/local/lib/hpc-cluster/ganesha-wait-volume gv0 300" in s.create
     assert "After=glusterd.service" in s.create
-    assert 'grep -qF \'string "/gv0"\'' in s.create  # serving = the export manager lists the export
+    assert "grep -qF 'string \"/gv0\"'" in s.create  # serving = the export manager lists the export

@@ -1,15 +1,14 @@
 #@ The volume in /etc/fstab (backup volfile servers) and mounted; another Gluster volume on the
 #@ mount point is replaced, anything else fails naming both sources; then the volume root (0755,
 #@ root's unless the stack says otherwise: whoever owns it can swap any home) and the shared dirs.
+#@ Where Docker is installed, it starts at boot only once the volume is mounted (a drop-in).
 hpc_install glusterfs-client
 want=@line@
 have=$(awk -v mp=@mount_point@ '$2 == mp' @fstab@)
 if [ "$have" != "$want" ]; then
-  tmp=$(mktemp)
-  awk -v mp=@mount_point@ '$2 != mp' @fstab@ >"$tmp"
-  printf '%s\n' "$want" >>"$tmp"
-  cat "$tmp" >@fstab@
-  rm -f "$tmp"
+  # the other lines as they are, then ours; replaced atomically (a crash keeps the old fstab)
+  others=$(awk -v mp=@mount_point@ '$2 != mp' @fstab@)
+  hpc_put_file @fstab@ 0644 0:0 < <(printf '%s\n' ${others:+"$others"} "$want")
   hpc_changed "fstab entry for @mount_text@"
 fi
 hpc_mkdir @mount_point@
@@ -43,3 +42,8 @@ $(grep -s '\] E \[' "$log" | tail -n 2 | cut -c1-300 | tr '\n' ' ')"
 fi
 hpc_fix_mode @mount_point@ 0755 @root_owner@
 @dirs@
+if [ -n "$(ls /usr/lib/systemd/system/docker.service /lib/systemd/system/docker.service \
+  /etc/systemd/system/docker.service 2>/dev/null)" ]; then
+  hpc_put_file @docker_dropin@ 0644 0:0 < <(printf '[Unit]\nRequiresMountsFor=%s\n' @mount_point@)
+  if hpc_file_changed && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+fi
