@@ -11,7 +11,7 @@ UP_FLAGS ?=
 # checkout is wiped on every run): one state for every checkout of this user.
 PULUMI_BACKEND_URL ?= file://$(HOME)/.local/state/hpc-cluster/pulumi
 
-.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test bench engine k8s-api images preview up secret clean
+.PHONY: help venv plan plan-all plan-diff test lint unit integration engine-test k8s-test vm-test bench engine k8s-api images preview up secret clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -42,7 +42,7 @@ test: lint ## Lint, then every test, in two lanes side by side (real daemons: ru
 	$(PY) -m tests.lanes
 
 unit: venv ## Tests that need no daemon, engine or root
-	$(VENV)/bin/pytest -m "not integration and not engine and not k8s_api"
+	$(VENV)/bin/pytest -m "not integration and not engine and not k8s_api and not vm"
 
 engine-test: venv engine ## Tests against the Pulumi engine built from Go modules
 	$(VENV)/bin/pytest -m engine
@@ -52,6 +52,9 @@ k8s-test: venv k8s-api ## Tests against a real Kubernetes API (apiserver, contro
 
 integration: venv ## Tests against real daemons in network namespaces (root)
 	$(VENV)/bin/pytest -m integration
+
+vm-test: venv ## Tests on real Debian 12 VMs under qemu: systemd, cgroup v2, reboots (root; guest image cached)
+	$(VENV)/bin/pytest -m vm
 
 bench: venv ## Benchmarks: plan time per resource against a baseline, per size
 	$(PY) -m benchmarks.run

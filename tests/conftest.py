@@ -14,10 +14,10 @@ sys.path.insert(0, str(ROOT))
 REQUIRE_INTEGRATION = os.environ.get("HPC_REQUIRE_INTEGRATION") == "1"
 # Tests that need something real (daemons, the engine, a tool such as promtool): CI installs it, so
 # under HPC_REQUIRE_INTEGRATION=1 their skip is a failure, never a pass.
-REAL_MARKERS = ("integration", "engine", "real_tool", "k8s_api")
+REAL_MARKERS = ("integration", "engine", "real_tool", "k8s_api", "vm")
 # Every test in these directories carries the directory's marker, whether or not its module says
 # so (a module that forgets ``pytestmark`` must not turn a skipped real test into a pass).
-DIRECTORY_MARKERS = {"integration": "integration", "engine": "engine", "k8s_api": "k8s_api"}
+DIRECTORY_MARKERS = {"integration": "integration", "engine": "engine", "k8s_api": "k8s_api", "vm": "vm"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker

@@ -41,8 +41,8 @@ def test_skipped_real_test_fails_only_when_required(pytester, monkeypatch, requi
 
 
 def test_every_test_under_a_real_directory_carries_its_marker():
-    """A module under tests/integration, tests/engine or tests/k8s_api that forgets its
-    ``pytestmark`` is still marked (so CI's rule above applies to it): deselecting the three
+    """A module under tests/integration, tests/engine, tests/k8s_api or tests/vm that forgets its
+    ``pytestmark`` is still marked (so CI's rule above applies to it): deselecting the four
     markers leaves nothing of those directories."""
     import subprocess
     import sys
@@ -55,7 +55,7 @@ def test_every_test_under_a_real_directory_carries_its_marker():
     assert "tests/integration/test_directory.py::" in every.stdout, every.stdout[-2000:]
     unmarked = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-m", "not integration and not engine and not k8s_api", *dirs],
+         "-m", " and ".join(f"not {m}" for m in conftest.DIRECTORY_MARKERS.values()), *dirs],
         cwd=conftest.ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert "::" not in unmarked.stdout, unmarked.stdout
