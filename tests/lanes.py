@@ -39,6 +39,9 @@ LANES: dict[str, list[str]] = {
         "tests/integration/test_slurm.py",
         "tests/integration/test_scheduling.py",
         "tests/integration/test_directory.py",  # Slurm containers too (login node, SSSD)
+        # the Slurm head and a worker on two VMs (about 8 min warm, 10 more cold for the image
+        # layer); here, not beside the other VM suite in the rest lane, to balance the lanes
+        "tests/vm/test_cgroup_v2.py",
     ],
 }
 REST = "rest"

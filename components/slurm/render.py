@@ -176,10 +176,22 @@ def gres_conf(nodes: tuple[NodeSpec, ...]) -> str:
 
 
 def cgroup_conf(enforce: bool) -> str:
+    """cgroup.conf for slurmd in its container: the plugin follows the host (cgroup v1 or v2).
+
+    On cgroup v2 slurmd runs in a private cgroup namespace with no systemd to ask: IgnoreSystemd
+    makes it create its slurmstepd scope with mkdir instead of over D-Bus, and EnableControllers
+    enables the controllers Docker delegated to the container down to that scope. The man page
+    calls both development options and warns that systemd may change a cgroup under them; here
+    the tree is the container's own, a subtree the host's systemd delegated (Docker's scope,
+    Delegate=yes) and leaves alone (proven on real hosts: tests/vm/test_cgroup_v2.py). Both are
+    v2 keys; the v1 plugin ignores them.
+    """
     yes = "yes" if enforce else "no"
     return f"""\
 # Managed by hpc-cluster (Pulumi): local edits are overwritten.
 CgroupPlugin=autodetect
+IgnoreSystemd=yes
+EnableControllers=yes
 ConstrainCores={yes}
 ConstrainRAMSpace={yes}
 ConstrainSwapSpace={yes}

@@ -160,8 +160,6 @@ class GpuWorker(pulumi.ComponentResource):
                 MUNGE_VOLUME,
                 ACCOUNTS_VOLUME,
                 docker.ContainerVolumeArgs(host_path=f"{ns.local_mount}/home", container_path="/home"),
-                # slurmd manages job cgroups (ConstrainCores/RAMSpace/Devices).
-                docker.ContainerVolumeArgs(host_path="/sys/fs/cgroup", container_path="/sys/fs/cgroup"),
                 docker.ContainerVolumeArgs(
                     host_path=render_health.HEALTH_DIR, container_path=render_health.HEALTH_DIR, read_only=True
                 ),
@@ -190,9 +188,12 @@ class GpuWorker(pulumi.ComponentResource):
             # The privileges slurmd keeps, each proven needed on real Slurm (tests/integration/test_slurm.py):
             # CAP_SYS_ADMIN (without it no job step starts: "Slurmd could not execve job"), CAP_SYS_NICE (a
             # user's job fails: "task_g_set_affinity: Operation not permitted") and a writable
-            # cgroup tree (without it proctrack/cgroup fails to load). The host's cgroup namespace is
-            # not needed: a private one confines devices just as well. policy/trust.py allows these
-            # for this container only.
+            # cgroup tree of its own (without it proctrack/cgroup fails to load). No host cgroup tree
+            # is bound in: in a private cgroup namespace Docker mounts the container's own cgroup,
+            # read-only, and the entrypoint makes it writable with that CAP_SYS_ADMIN, so slurmd's job
+            # cgroups (cgroup v1 or v2) live inside the container's and Docker's limits hold them
+            # (with the host's tree bound in, cgroup v2's slurmd would make its scope in the host's
+            # system.slice). policy/trust.py allows these for this container only.
             "cgroupns_mode": "private",
             # CAP_SYSLOG on GPU nodes: the health check reads XIDs from /dev/kmsg (without it, on the
             # real kernel: "dmesg: read kernel buffer failed: Operation not permitted").

@@ -147,8 +147,32 @@ run_head() {
   supervise
 }
 
+# slurmd makes the job cgroups in this container's own cgroup (a private cgroup namespace: its
+# root is the container's cgroup), which Docker mounts read-only. CAP_SYS_ADMIN makes each cgroup
+# mount writable (remount,bind: the mount's flag only, the hierarchy is the host's). On cgroup v2 a
+# cgroup with processes cannot give controllers to its children ("no internal processes"), so this
+# script and its children move to init.scope first; slurmd then makes its
+# system.slice/<node>_slurmstepd.scope beside it (IgnoreSystemd=yes in cgroup.conf).
+prepare_cgroups() {
+  local target fstype err
+  while read -r target fstype; do
+    case "$fstype" in cgroup | cgroup2) ;; *) continue ;; esac
+    err=$(mount -o remount,bind,rw "$target" 2>&1) \
+      || die "cannot make the cgroup mount $target writable (slurmd needs CAP_SYS_ADMIN and a private cgroup namespace): $err"
+  done < <(findmnt -rn -o TARGET,FSTYPE -R /sys/fs/cgroup)
+  [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || return 0
+  mkdir -p /sys/fs/cgroup/init.scope
+  local pid
+  while read -r pid; do
+    echo "$pid" >/sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true # a pid that has exited
+  done </sys/fs/cgroup/cgroup.procs
+  [ ! -s /sys/fs/cgroup/cgroup.procs ] \
+    || die "processes are left in the container's root cgroup: $(tr '\n' ' ' </sys/fs/cgroup/cgroup.procs)"
+}
+
 run_worker() {
   [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
+  prepare_cgroups
   # The GPU device files are root's only on the host (0660, the GPU preflight); in here a job runs
   # as its user and Slurm's devices cgroup is what keeps it to the GPUs it was given.
   local dev
