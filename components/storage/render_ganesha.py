@@ -6,7 +6,9 @@ and its export manager (D-Bus) must list the export; a gateway that runs without
 else fails the step naming the cause. An export change is applied in place through the export
 manager (``UpdateExport``): no restart, so clients keep their state and no grace period starts.
 Only a change outside the EXPORT block (NFS_CORE_PARAM, NFSV4, LOG) restarts Ganesha, and the
-step says so. A systemd drop-in orders Ganesha after glusterd and makes it wait for the volume.
+step says so. A systemd drop-in orders Ganesha after glusterd and makes it wait for the volume, longer than
+systemd's default start timeout, and restarts it after a failed start: a volume that comes up
+late is still exported, with no step re-run (proven on a real host: tests/vm/test_boot_order.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ DROP_IN = "/etc/systemd/system/nfs-ganesha.service.d/10-hpc-cluster.conf"
 WAIT_FOR_VOLUME = "/usr/local/lib/hpc-cluster/ganesha-wait-volume"
 EXPORT_ID = 1
 BOOT_WAIT_S = 300  # how long Ganesha waits at boot for glusterd to serve the volume
+START_TIMEOUT_S = BOOT_WAIT_S + 60  # systemd's limit on the start (the wait, then Ganesha's own start)
+RESTART_S = 10  # after a failed start (the volume still down, or Ganesha died), systemd tries again
 SERVING_TIMEOUT_S = 30
 EXPORT_MGR = "dbus-send --system --print-reply --dest=org.ganesha.nfsd /org/ganesha/nfsd/ExportMgr"
 
@@ -98,7 +102,7 @@ def ganesha_install(host: str, nfs_versions: tuple[int, ...]) -> RemoteScript:
 def _boot_order(volume: str) -> str:
     """The drop-in and its wait script: after glusterd at boot, and only once the volume is up."""
     return fill(SCRIPTS / "ganesha-boot-order.sh", wait_script=WAIT_FOR_VOLUME, drop_in=DROP_IN, volume=volume,
-                boot_wait=BOOT_WAIT_S)  # fmt: skip
+                boot_wait=BOOT_WAIT_S, start_timeout=START_TIMEOUT_S, restart_s=RESTART_S)  # fmt: skip
 
 
 def ganesha_config(

@@ -161,5 +161,6 @@ def test_ganesha_config_updates_exports_in_place_and_checks_serving():
     assert "hpc_put_file /etc/ganesha/ganesha.conf 0644 0:0" in s.create
     assert "UpdateExport string:/etc/ganesha/ganesha.conf" in s.create
     assert "ExecStartPre=/usr/local/lib/hpc-cluster/ganesha-wait-volume gv0 300" in s.create
+    assert "TimeoutStartSec=360" in s.create and "Restart=on-failure" in s.create  # the wait outlasts 90 s
     assert "After=glusterd.service" in s.create
     assert "grep -qF 'string \"/gv0\"'" in s.create  # serving = the export manager lists the export

@@ -22,6 +22,11 @@ Wants=glusterd.service network-online.target
 
 [Service]
 ExecStartPre=@wait_script@ @volume@ @boot_wait@
+# The wait outlasts systemd's default start timeout (90 s); a volume still down after it fails the
+# start, and systemd tries again, so the export is served as soon as the volume is up.
+TimeoutStartSec=@start_timeout@
+Restart=on-failure
+RestartSec=@restart_s@
 HPC_DROPIN_END
 if hpc_file_changed; then
   systemctl daemon-reload
