@@ -162,17 +162,20 @@ prepare_cgroups() {
   done < <(findmnt -rn -o TARGET,FSTYPE -R /sys/fs/cgroup)
   [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || return 0
   mkdir -p /sys/fs/cgroup/init.scope
-  local pid
-  while read -r pid; do
-    echo "$pid" >/sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true # a pid that has exited
-  done </sys/fs/cgroup/cgroup.procs
+  local pid pass
+  for pass in 1 2 3 4 5; do # again while a daemon not yet moved forks (its children stay behind)
+    while read -r pid; do
+      echo "$pid" >/sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true # a pid that has exited
+    done </sys/fs/cgroup/cgroup.procs
+    [ -s /sys/fs/cgroup/cgroup.procs ] || break
+    log "moving processes to init.scope: pass $pass left $(wc -l </sys/fs/cgroup/cgroup.procs)"
+  done
   [ ! -s /sys/fs/cgroup/cgroup.procs ] \
     || die "processes are left in the container's root cgroup: $(tr '\n' ' ' </sys/fs/cgroup/cgroup.procs)"
 }
 
 run_worker() {
   [ -n "${SLURM_CONF_SERVER:-}" ] || die "SLURM_CONF_SERVER (head address:port) is not set"
-  prepare_cgroups
   # The GPU device files are root's only on the host (0660, the GPU preflight); in here a job runs
   # as its user and Slurm's devices cgroup is what keeps it to the GPUs it was given.
   local dev
@@ -182,6 +185,7 @@ run_worker() {
   start_sssd
   start_munge
   install -d -m 0755 /var/log/slurm /var/spool/slurmd
+  prepare_cgroups # after munged and sssd (moved along to init.scope), so a bad key is named first
   slurmd -D --conf-server "$SLURM_CONF_SERVER" &
   started slurmd
   supervise
