@@ -3,7 +3,7 @@
 Two Debian 12 guests (systemd, cgroup v2, Docker 20.10 with its systemd cgroup driver) run what
 the plan records for them, as the Slurm suite runs it on namespaces: ``head`` (roles storage and
 slurm-head) the head's steps and the head container (slurmctld, slurmdbd, MariaDB); ``w1``
-(storage and gpu-worker, 2 CPUs) its accounts, munge key, sysctl, GPU preflight, health check,
+(storage and gpu-worker, 2 cores of 2 threads) its accounts, munge key, sysctl, GPU preflight, health check,
 prolog and epilog steps and the GPU worker container, on the plan's macvlan network. The images
 are the plan's own (``docker_lab.Builder``'s cache), loaded once into a cached disk layer
 (``vmlab.layer``); containers are created from the plan's records through each guest's Docker

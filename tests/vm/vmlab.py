@@ -208,13 +208,17 @@ class VmLab:
         self.vms[name] = vm
         return vm
 
+    def _ssh_argv(self, name: str, *options: str) -> list[str]:
+        """SSH to the guest as root with the lab's key, from inside the lab's namespace."""
+        return [
+            "ip", "netns", "exec", self.ns, "ssh", "-i", str(self.img.key), "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+            *options, f"root@{self.vms[name].address}",
+        ]  # fmt: skip
+
     def ssh(self, name: str, command: str, check: bool = True, timeout: float = 300,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        ssh = [
-            "ip", "netns", "exec", self.ns, "ssh", "-i", str(self.img.key), "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
-            "-o", "LogLevel=ERROR", f"root@{self.vms[name].address}", command,
-        ]  # fmt: skip
+        ssh = [*self._ssh_argv(name, "-o", "ConnectTimeout=5"), command]
         out = subprocess.run(ssh, capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and out.returncode != 0:
             raise AssertionError(f"{name}: {command[:200]!r} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
@@ -258,12 +262,8 @@ class VmLab:
             return sock
         sock.parent.mkdir(exist_ok=True)
         sock.unlink(missing_ok=True)
-        ssh = [
-            "ip", "netns", "exec", self.ns, "ssh", "-i", str(self.img.key), "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-            "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=10", "-N",
-            "-L", f"{sock}:/run/docker.sock", f"root@{self.vms[name].address}",
-        ]  # fmt: skip
+        ssh = self._ssh_argv(name, "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=10", "-N",
+                             "-L", f"{sock}:/run/docker.sock")  # fmt: skip
         self.forwards[name] = proc = subprocess.Popen(ssh, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not sock.exists():
